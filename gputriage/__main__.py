@@ -1,0 +1,5 @@
+"""``python -m gputriage``."""
+
+from gputriage.cli import main
+
+raise SystemExit(main())

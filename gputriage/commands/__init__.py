@@ -1,0 +1,1 @@
+"""Subcommands. Each module: ``HELP``, ``add_arguments(parser)``, ``run(args) -> int``."""

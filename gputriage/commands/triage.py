@@ -1,0 +1,42 @@
+"""``gputriage <pod>``: the guided walk, in the TUI or headless (``--report``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gputriage.commands.options import (
+    add_cluster_arguments,
+    add_node_access_arguments,
+    add_playbook_arguments,
+)
+
+HELP = "triage a GPU pod (the default command: `gputriage <pod>`)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pod", help="pod name, or KIND/NAME for a Deployment, Job, StatefulSet, "
+                               "ReplicaSet or DaemonSet (its pods are listed to pick from)")
+    p.add_argument("--from", dest="from_bundle", metavar="DIR",
+                   help="replay an evidence bundle instead of reading the live cluster")
+    p.add_argument("--report", choices=["md", "json"],
+                   help="no TUI: walk the playbooks and print the incident summary")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="with --report: write the summary to FILE (atomically) instead of stdout")
+    p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",
+                   help="with --report: answer an ask step (repeatable)")
+    p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
+                   help="with --report: take another branch at STEP (repeatable)")
+    p.add_argument("--notes", metavar="FILE", help="notes file to include in the summary")
+    add_cluster_arguments(p)
+    add_node_access_arguments(p)
+    add_playbook_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.report:
+        from gputriage.report.headless import run_headless
+
+        return run_headless(args)
+    from gputriage.tui.launch import run_tui
+
+    return run_tui(args)

@@ -1,0 +1,1 @@
+"""Evidence: what gputriage saw, where it saw it, and what it could not see."""

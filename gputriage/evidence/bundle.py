@@ -1,0 +1,235 @@
+"""Read an evidence bundle directory (DESIGN 3.1) into an :class:`EvidenceSet`.
+
+The reader accepts what SREs actually paste: JSON or YAML from kubectl, ``kubectl describe pod``
+text as a fallback for the pod and its events, and plain text logs. It never raises for bad
+content: a missing, empty, binary, truncated or wrong-kind file becomes an Evidence whose status
+and detail say exactly what was wrong. Only a bundle without any pod file is an error, because
+without a target there is nothing to triage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gputriage.errors import GputriageError
+from gputriage.evidence.model import BUNDLE_FILES, DESCRIPTIONS, Evidence, EvidenceSet, Key, Status
+
+#: Logs bigger than this are read from their tail only (the newest lines matter most).
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+#: Structured objects bigger than this are refused (a node list of 5,000 nodes is ~50 MB).
+MAX_STRUCTURED_BYTES = 256 * 1024 * 1024
+
+#: The ``kind`` each structured key must hold. Lists may also be ``List`` or a bare YAML list.
+EXPECTED_KIND: dict[Key, str] = {
+    Key.POD: "Pod",
+    Key.EVENTS: "EventList",
+    Key.NODE: "Node",
+    Key.NODES: "NodeList",
+    Key.NODE_PODS: "PodList",
+    Key.NODE_EVENTS: "EventList",
+    Key.QUOTA: "ResourceQuotaList",
+    Key.OWNER_EVENTS: "EventList",
+    Key.RUNTIME_CLASSES: "RuntimeClassList",
+    Key.RESOURCE_CLAIMS: "ResourceClaimList",
+    Key.RESOURCE_SLICES: "ResourceSliceList",
+    Key.DEVICE_CLASSES: "DeviceClassList",
+}
+
+META_FILE = "meta.json"
+
+
+def read_bundle(path: str | os.PathLike[str]) -> EvidenceSet:
+    """Read every known file of the bundle at ``path``."""
+    root = Path(path)
+    if not root.is_dir():
+        raise GputriageError(
+            f"{root} is not a directory. A bundle is a directory holding at least pod.json "
+            "(kubectl get pod P -n NS -o json); see `gputriage collect --help`.",
+            title="bundle not found",
+        )
+    meta = _read_meta(root)
+    items: list[Evidence] = []
+    for key, names in BUNDLE_FILES.items():
+        items.append(_read_key(root, key, names, meta))
+    evidence = EvidenceSet(items)
+    pod = evidence[Key.POD]
+    if pod.status is Status.UNAVAILABLE:
+        raise GputriageError(
+            f"{root} holds no pod.json, pod.yaml or pod.describe.txt. Add the output of "
+            "`kubectl get pod P -n NS -o json > pod.json` (or `kubectl describe pod P > "
+            "pod.describe.txt`).",
+            title="bundle has no pod",
+        )
+    if pod.format == "describe" and not evidence[Key.EVENTS].ok and pod.ok:
+        evidence = evidence.with_evidence(_events_from_describe(pod))
+    return evidence
+
+
+def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The bundle's ``meta.json`` (empty when absent or unreadable)."""
+    return _read_meta(Path(path))
+
+
+def _read_meta(root: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((root / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_key(root: Path, key: Key, names: tuple[str, ...], meta: dict[str, Any]) -> Evidence:
+    for name in names:
+        file = root / name
+        if file.exists():
+            return read_file(key, file, source=f"{root.name}/{name}")
+    sources = meta.get("sources")
+    recorded = sources.get(key.value) if isinstance(sources, dict) else None
+    if isinstance(recorded, dict) and recorded.get("status") in Status._value2member_map_:
+        status = Status(recorded["status"])
+        if status is not Status.OK:
+            return Evidence(key, status, str(recorded.get("detail") or ""), "",
+                            str(recorded.get("source") or f"{root.name}/{names[0]}"))
+    return Evidence.missing(
+        key, f"{names[0]} is not in the bundle ({DESCRIPTIONS[key]} was not collected)",
+        f"{root.name}/{names[0]}")
+
+
+def read_file(key: Key, file: Path, *, source: str) -> Evidence:
+    """Read one bundle file into an Evidence; bad content becomes a status, never an exception."""
+    limit = MAX_STRUCTURED_BYTES if key in EXPECTED_KIND else MAX_TEXT_BYTES
+    try:
+        size = file.stat().st_size
+        with file.open("rb") as fh:
+            truncated = size > limit
+            if truncated:
+                fh.seek(size - limit)
+            blob = fh.read(limit)
+    except OSError as exc:
+        status = Status.FORBIDDEN if isinstance(exc, PermissionError) else Status.ERROR
+        return Evidence(key, status, f"cannot read {source}: {exc.strerror or exc}", "", source)
+    return decode(key, blob, source=source, truncated_from=size if truncated else 0)
+
+
+def decode(key: Key, blob: bytes, *, source: str, truncated_from: int = 0) -> Evidence:
+    """Turn bytes seen for ``key`` into an Evidence (shared by bundle, API and SSH sources)."""
+    if not blob.strip():
+        return Evidence(key, Status.ERROR, f"{source} is empty", "", source)
+    if _looks_binary(blob):
+        return Evidence(key, Status.ERROR,
+                        f"{source} looks binary ({len(blob)} bytes, not text); expected "
+                        f"{DESCRIPTIONS[key]}", "", source)
+    text = blob.decode("utf-8", errors="replace")
+    if truncated_from:
+        # Drop the partial first line left by reading from the middle of the file.
+        text = text.split("\n", 1)[1] if "\n" in text else text
+    note = (f" (file is {truncated_from} bytes; only the last {len(blob)} were read)"
+            if truncated_from else "")
+    if key in EXPECTED_KIND:
+        return _decode_structured(key, text, source, note)
+    fmt = "xml" if text.lstrip().startswith(("<?xml", "<nvidia_smi_log")) else "text"
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    return Evidence(key, Status.OK, f"{lines} lines{note}", text, source, None, fmt)
+
+
+def _looks_binary(blob: bytes) -> bool:
+    head = blob[:8192]
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A multi-byte sequence cut at the window edge is fine; garbage in the middle is not.
+        if exc.start < len(head) - 4:
+            bad = sum(1 for b in head if b < 9 or 13 < b < 32 or b > 127)
+            return bad / max(1, len(head)) > 0.3
+    return False
+
+
+def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
+    stripped = text.lstrip()
+    if key is Key.POD and not stripped.startswith(("{", "[")) and _is_describe(stripped):
+        return _decode_describe(text, source)
+    data: Any
+    fmt = "json"
+    if stripped.startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            what = "truncated" if exc.pos >= len(text.rstrip()) - 1 else "malformed"
+            return Evidence(key, Status.ERROR,
+                            f"{source} is {what} JSON: {exc.msg} at line {exc.lineno} column "
+                            f"{exc.colno}{note}", text, source, None, "json")
+    else:
+        fmt = "yaml"
+        try:
+            import yaml
+
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            data = yaml.load(text, Loader=loader)
+        except Exception as exc:  # yaml raises many types; all mean "not readable YAML"
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+            return Evidence(key, Status.ERROR,
+                            f"{source} is neither JSON nor YAML: {getattr(exc, 'problem', exc)}"
+                            f"{where}{note}", text, source, None, "yaml")
+    data, problem = _check_kind(key, data)
+    if problem:
+        return Evidence(key, Status.ERROR, f"{source}: {problem}{note}", text, source, None, fmt)
+    items = data.get("items") if isinstance(data, dict) else None
+    count = f"{len(items)} items" if isinstance(items, list) else "object"
+    return Evidence(key, Status.OK, f"{count} ({fmt}){note}", text, source, data, fmt)
+
+
+def _check_kind(key: Key, data: Any) -> tuple[Any, str]:
+    expected = EXPECTED_KIND[key]
+    if isinstance(data, list):  # a bare YAML/JSON list of objects
+        data = {"kind": expected, "apiVersion": "v1", "items": data}
+    if not isinstance(data, dict):
+        return None, f"expected a {expected} object, got {type(data).__name__}"
+    kind = data.get("kind")
+    if expected.endswith("List"):
+        item_kind = expected[: -len("List")]
+        if kind == item_kind:  # a single object where a list was expected: wrap it
+            return {"kind": expected, "apiVersion": data.get("apiVersion", "v1"),
+                    "items": [data]}, ""
+        if kind not in (expected, "List") and not (kind is None and "items" in data):
+            return None, f"expected kind {expected} (or List), got {kind!r}"
+        items = data.get("items")
+        if items is None:
+            data = {**data, "items": []}
+        elif not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return None, f"{expected}.items is not a list of objects"
+        return data, ""
+    if kind != expected:
+        return None, f"expected kind {expected}, got {kind!r}"
+    return data, ""
+
+
+def _is_describe(text: str) -> bool:
+    head = text[:2000]
+    return head.startswith("Name:") and "Namespace:" in head
+
+
+def _decode_describe(text: str, source: str) -> Evidence:
+    from gputriage.parsers.describe import parse_pod_describe
+
+    try:
+        pod, events = parse_pod_describe(text)
+    except Exception as exc:  # the parser must not raise, but a paste must never crash us
+        return Evidence(Key.POD, Status.ERROR, f"{source}: cannot read describe text: {exc}",
+                        text, source, None, "describe")
+    pod = {**pod, "_describe_events": events}
+    return Evidence(Key.POD, Status.OK, f"kubectl describe text ({len(events)} events)", text,
+                    source, pod, "describe")
+
+
+def _events_from_describe(pod: Evidence) -> Evidence:
+    events = pod.data.get("_describe_events", []) if isinstance(pod.data, dict) else []
+    return Evidence(Key.EVENTS, Status.OK,
+                    f"{len(events)} events from the Events: section of {pod.source}", pod.raw,
+                    pod.source, {"kind": "EventList", "apiVersion": "v1", "items": events},
+                    "describe")

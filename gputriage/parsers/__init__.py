@@ -1,0 +1,1 @@
+"""Pure text parsers: raw outputs in, structured records out. No I/O."""

@@ -1,0 +1,125 @@
+"""What a walk produced: the contract between the engine, the report and the TUI.
+
+The engine is a pure function (see ``gputriage.playbook.engine.walk``)::
+
+    walk(playbooks, facts, answers={step_ref: choice}, overrides={step_ref: target})
+        -> Transcript
+
+It is recomputed from scratch whenever facts, answers or overrides change (milliseconds), so
+callers never hold engine state. ``step_ref`` is ``"<playbook-id>/<step-id>"``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputriage.evidence.model import LineRef
+
+
+class Outcome(enum.StrEnum):
+    """Why the walk left a step the way it did."""
+
+    CONDITION = "condition"  # a CEL condition fired
+    OTHERWISE = "otherwise"  # no condition fired; the step's `otherwise` was taken
+    ANSWER = "answer"  # the SRE answered an `ask` step
+    OVERRIDE = "override"  # the SRE chose another branch than the engine proposed
+    UNKNOWN = "unknown"  # evidence needed to decide was unavailable
+    WAITING = "waiting"  # an `ask` step with no answer yet: the walk stops here
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One branch the SRE may take from a step (for override menus and ask modals)."""
+
+    value: str  # what goes into answers/overrides
+    label: str  # words for the SRE
+    target: str  # step ref or "finding:<id>"
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One step of the walk."""
+
+    ref: str  # "<playbook>/<step>"
+    playbook: str
+    step: str
+    prompt: str  # the SRE-facing question this step answers
+    outcome: Outcome
+    target: str  # where the walk went: a step ref, or "finding:<id>", or "" when waiting
+    because: str = ""  # the fired branch's reason in plain words
+    condition: str = ""  # the CEL source of the condition that fired (if any)
+    proposed: str = ""  # for OVERRIDE: the target the engine had proposed
+    citations: tuple[LineRef, ...] = ()
+    unknown_facts: tuple[str, ...] = ()  # fact groups that were unknown when deciding
+    choices: tuple[Choice, ...] = ()  # every branch the SRE could take instead
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What to do about a finding. Commands are already templated with facts."""
+
+    summary: str
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A conclusion of the walk (a root cause), or the explicit ``undetermined`` one."""
+
+    id: str
+    severity: str  # critical | high | medium | low | info
+    title: str
+    summary: str  # the explanation for the on-call reader
+    fix: Fix
+    references: tuple[str, ...] = ()
+    evidence: tuple[LineRef, ...] = ()
+    playbook: str = ""
+    step: str = ""
+    undetermined: bool = False
+    collect_next: tuple[str, ...] = ()  # for undetermined: what to gather to decide
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "title": self.title,
+            "summary": self.summary,
+            "fix": {"summary": self.fix.summary, "commands": list(self.fix.commands)},
+            "references": list(self.references),
+            "evidence": [r.to_dict() for r in self.evidence],
+            "playbook": self.playbook,
+            "step": self.step,
+            "undetermined": self.undetermined,
+            "collect_next": list(self.collect_next),
+        }
+
+
+@dataclass(frozen=True)
+class Question:
+    """An ``ask`` step waiting for the SRE."""
+
+    ref: str
+    prompt: str
+    choices: tuple[Choice, ...]
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The whole walk for one facts snapshot."""
+
+    entry: str  # the playbook the walk started in
+    visits: tuple[Visit, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    question: Question | None = None  # set when the walk waits for an answer
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def concluded(self) -> bool:
+        return bool(self.findings) and self.question is None
+
+    @property
+    def undetermined(self) -> bool:
+        return bool(self.findings) and all(f.undetermined for f in self.findings)

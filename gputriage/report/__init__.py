@@ -1,0 +1,1 @@
+"""Incident summaries (Markdown, JSON) built from a walk transcript. Pure functions."""

@@ -1,0 +1,81 @@
+"""A Session is where evidence for one triage comes from: a bundle, or the live cluster.
+
+Both the TUI and the headless report consume the same interface:
+
+* ``stream()`` yields each :class:`Evidence` as it lands (the TUI shows them one by one);
+* ``collect_all()`` blocks until every source has answered or timed out.
+
+A session never raises for evidence it could not get; that becomes an Evidence with a status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from gputriage.evidence.model import Evidence, EvidenceSet, Key
+
+
+class Session(Protocol):
+    #: Words for the header: "bundle ./b", "context prod-eu (ml/trainer-0)".
+    description: str
+    #: The cluster context name, or "" for a bundle.
+    context: str
+
+    def keys(self) -> tuple[Key, ...]:
+        """Every evidence key this session will try to produce."""
+        ...
+
+    def stream(self) -> AsyncIterator[Evidence]:
+        """Yield each Evidence as it lands, fastest first."""
+        ...
+
+    def collect_all(self) -> EvidenceSet:
+        """Everything, blocking."""
+        ...
+
+
+@dataclass
+class BundleSession:
+    """Replays a bundle directory (``--from DIR`` and ``gputriage demo``)."""
+
+    path: Path
+    description: str = ""
+    context: str = ""
+    _evidence: EvidenceSet | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.description:
+            self.description = f"bundle {self.path}"
+
+    def _load(self) -> EvidenceSet:
+        if self._evidence is None:
+            from gputriage.evidence.bundle import read_bundle
+
+            self._evidence = read_bundle(self.path)
+        return self._evidence
+
+    def keys(self) -> tuple[Key, ...]:
+        return tuple(Key)
+
+    async def stream(self) -> AsyncIterator[Evidence]:
+        evidence = await asyncio.to_thread(self._load)
+        for key in Key:
+            yield evidence.get_or_missing(key)
+
+    def collect_all(self) -> EvidenceSet:
+        return self._load()
+
+
+def open_session(args: argparse.Namespace) -> Session:
+    """The session the command line asks for: ``--from DIR`` or the live cluster."""
+    bundle = getattr(args, "from_bundle", None)
+    if bundle:
+        return BundleSession(Path(bundle))
+    from gputriage.evidence.live import LiveSession
+
+    return LiveSession.from_args(args)

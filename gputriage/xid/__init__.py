@@ -1,0 +1,1 @@
+"""NVIDIA Xid/SXid catalog and kernel-line decoding."""
