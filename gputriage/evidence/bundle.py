@@ -159,7 +159,7 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            what = "truncated" if exc.pos >= len(text.rstrip()) - 1 else "malformed"
+            what = "truncated" if _json_unfinished(text) else "malformed"
             return Evidence(key, Status.ERROR,
                             f"{source} is {what} JSON: {exc.msg} at line {exc.lineno} column "
                             f"{exc.colno}{note}", text, source, None, "json")
@@ -182,6 +182,26 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
     items = data.get("items") if isinstance(data, dict) else None
     count = f"{len(items)} items" if isinstance(items, list) else "object"
     return Evidence(key, Status.OK, f"{count} ({fmt}){note}", text, source, data, fmt)
+
+
+def _json_unfinished(text: str) -> bool:
+    """True when ``text`` ends inside a string or with brackets left open: a cut-off paste."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return in_string or depth > 0
 
 
 def _check_kind(key: Key, data: Any) -> tuple[Any, str]:
