@@ -206,7 +206,7 @@ def _json_unfinished(text: str) -> bool:
 
 def _check_kind(key: Key, data: Any) -> tuple[Any, str]:
     expected = EXPECTED_KIND[key]
-    if isinstance(data, list):  # a bare YAML/JSON list of objects
+    if isinstance(data, list) and expected.endswith("List"):  # a bare list of objects
         data = {"kind": expected, "apiVersion": "v1", "items": data}
     if not isinstance(data, dict):
         return None, f"expected a {expected} object, got {type(data).__name__}"

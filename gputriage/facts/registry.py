@@ -16,6 +16,7 @@ from gputriage.facts.model import GroupSpec
 GROUP_MODULES: tuple[str, ...] = (
     "gputriage.facts.pod",
     "gputriage.facts.events",
+    "gputriage.facts.owner_events",
     "gputriage.facts.scheduler",
     "gputriage.facts.node",
     "gputriage.facts.cluster",

@@ -64,6 +64,7 @@ def test_yaml_pod_and_single_event_where_list_expected(tmp_path: Path) -> None:
         ("events.json", json.dumps({"kind": "PodList", "items": []}), "expected kind EventList"),
         ("events.json", json.dumps({"kind": "EventList", "items": [1]}), "not a list of objects"),
         ("nodes.json", "42", "expected a NodeList object, got int"),
+        ("node.json", "[]", "expected a Node object, got list"),
         ("quota.yaml", "a: [b\n", "neither JSON nor YAML"),
         ("dmesg.log", b"\x00\x01\x02\x03" * 100, "looks binary"),
     ],

@@ -1,0 +1,271 @@
+"""Parse why a pod is unschedulable: ``0/N nodes are available: ...`` in every generation.
+
+The kube-scheduler envelope (k8s-messages.md 2.1) is ``0/N nodes are available: <PreFilter or
+Filter histogram>. <PostFilter>``. The histogram is ``<count> <reason>`` entries sorted with
+``sort.Strings`` and joined by ``", "``; PostFilter text (``preemption: 0/N nodes are available:
+...``, DRA's ``no new claims to deallocate`` / ``still not schedulable``) follows the first
+``". "``. Reasons changed wording across releases; :data:`GENERATIONS` names each era so a
+verdict can say which wording it read. cluster-autoscaler ``NotTriggerScaleUp`` and
+KAI-scheduler texts reuse the same reason phrases and are parsed here too.
+
+:func:`parse_scheduler_message` never raises: text it does not recognise comes back with
+``recognised=False`` and the first sentence as the PreFilter text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+#: Reason kinds, as playbooks see them.
+KINDS = ("insufficient", "taint", "selector", "unschedulable", "too_many_pods", "volume", "dra",
+         "prefilter", "other")
+
+#: Wording generations, oldest first, with the Kubernetes releases that printed them.
+GENERATIONS: dict[str, str] = {
+    "predicates": "k8s <= 1.9: predicate names (PodToleratesNodeTaints, MatchNodeSelector)",
+    "predicate-descriptions": "k8s ~1.10-1.17: 'node(s) had taints that the pod didn't "
+                              "tolerate', 'node(s) didn't match node selector'",
+    "taint-didnt-tolerate": "k8s ~1.18-1.25: 'node(s) had taint {k: v}, that the pod didn't "
+                            "tolerate'",
+    "untolerated-taint": "k8s ~1.26-1.33: 'node(s) had untolerated taint {k: v}'",
+    "untolerated-taints": "k8s ~1.34+: 'node(s) had untolerated taint(s)' (no key printed)",
+    "framework": "scheduler-framework wording (k8s 1.18+) without a taint reason to date it",
+    "autoscaler": "cluster-autoscaler NotTriggerScaleUp ('pod didn't trigger scale-up: ...')",
+    "kai": "KAI-scheduler ('no nodes with enough resources were found: ...')",
+}
+
+_PREDICATE_NAMES = frozenset({
+    "PodToleratesNodeTaints", "MatchNodeSelector", "NodeUnschedulable", "HostName",
+    "PodFitsHostPorts", "PodFitsResources", "MatchInterPodAffinity", "NoDiskConflict",
+    "NoVolumeZoneConflict", "MaxVolumeCount", "CheckNodeMemoryPressure",
+    "CheckNodeDiskPressure", "CheckNodeCondition", "CheckNodePIDPressure", "NodeNotReady",
+    "CheckVolumeBinding", "GeneralPredicates",
+})
+
+_ENVELOPE = re.compile(r"(?<!preemption: )0/(\d+) nodes are available(?::\s*|\.?\s*$)")
+_PREEMPTION = re.compile(r"preemption:\s*0/(\d+) nodes are available:?\s*(.*)$", re.S)
+_AUTOSCALER = re.compile(
+    r"pod didn't trigger scale-up(?: \([^)]*\))?:\s*(?P<body>.*)$", re.S)
+_KAI = re.compile(r"no nodes with enough resources were found:?\s*(?P<body>.*)$", re.S | re.I)
+_ENTRY = re.compile(r"^(\d+)\s+(.+)$", re.S)
+_TAINT_KV = re.compile(r"\{(?P<key>[^:{}]+): ?(?P<value>[^{}]*)\}")
+_KAI_SHORTAGE = re.compile(
+    r"didn't have enough (?:resources|of mig profile):\s*(?P<resource>\S+)")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One histogram entry (or the PreFilter sentence, which applies to every node)."""
+
+    count: int
+    kind: str
+    text: str
+    resource: str = ""  # for kind "insufficient": the resource named
+    taint_key: str = ""  # for kind "taint", when the message printed it
+    taint_value: str = ""
+    prefilter: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "kind": self.kind, "text": self.text,
+                "resource": self.resource, "taint_key": self.taint_key,
+                "taint_value": self.taint_value, "prefilter": self.prefilter}
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """The ``preemption: 0/N nodes are available: ...`` tail."""
+
+    total_nodes: int
+    not_helpful: int  # nodes where preemption can never help (taint, selector, no resource)
+    no_victims: int  # nodes that would fit by evicting pods, but none have lower priority
+    reasons: tuple[Reason, ...] = ()
+
+    @property
+    def helpful(self) -> bool:
+        """True when some node could fit by evicting pods (the resource exists but is busy)."""
+        return self.no_victims > 0
+
+
+@dataclass(frozen=True)
+class SchedulerMessage:
+    """A parsed scheduler (or autoscaler / KAI) message."""
+
+    raw: str
+    recognised: bool  # an envelope, autoscaler or KAI text was found
+    total_nodes: int  # 0 when the text does not say (autoscaler, bare PreFilter text)
+    reasons: tuple[Reason, ...] = ()
+    prefilter: str = ""
+    preemption: Preemption | None = None
+    notes: tuple[str, ...] = ()  # other PostFilter text ("no new claims to deallocate")
+    generation: str = ""  # a key of GENERATIONS, "" when not recognised
+    scheduler: str = ""  # kube-scheduler | cluster-autoscaler | kai-scheduler
+
+    def count(self, kind: str) -> int:
+        """Nodes rejected for reasons of ``kind`` (sum of the histogram counts)."""
+        return sum(r.count for r in self.reasons if r.kind == kind)
+
+    def insufficient(self) -> dict[str, int]:
+        """Resource -> number of nodes short of it."""
+        out: dict[str, int] = {}
+        for r in self.reasons:
+            if r.kind == "insufficient" and r.resource:
+                out[r.resource] = out.get(r.resource, 0) + r.count
+        return out
+
+
+def parse_scheduler_message(text: str) -> SchedulerMessage:
+    """Parse one FailedScheduling / NotTriggerScaleUp / PodScheduled message. Never raises."""
+    raw = text if isinstance(text, str) else ""
+    clean = raw.strip()
+    if not clean:
+        return SchedulerMessage(raw, False, 0)
+    auto = _AUTOSCALER.search(clean)
+    if auto:
+        reasons = tuple(_reason(e) for e in _split_entries(_strip_dots(auto["body"])))
+        return SchedulerMessage(raw, True, 0, reasons, generation="autoscaler",
+                                scheduler="cluster-autoscaler")
+    kai = _KAI.search(clean)
+    if kai:
+        entries = re.split(r"\.\s+(?=\d+ )|\n+|, (?=\d+ )", kai["body"])
+        reasons = tuple(_reason(_strip_dots(e)) for e in entries if _strip_dots(e))
+        return SchedulerMessage(raw, True, 0, reasons, generation="kai",
+                                scheduler="kai-scheduler")
+    return _parse_envelope(raw, clean)
+
+
+def _parse_envelope(raw: str, clean: str) -> SchedulerMessage:
+    env = _ENVELOPE.search(clean)
+    total = int(env.group(1)) if env else 0
+    head = clean[env.end():] if env else clean
+    body, rest = _first_sentence(head)
+    preemption, notes = _postfilter(rest)
+    if not total and preemption:
+        total = preemption.total_nodes
+    prefilter = ""
+    reasons: tuple[Reason, ...]
+    if re.match(r"\d+\s", body):
+        reasons = tuple(_reason(e) for e in _split_entries(body))
+    elif body:
+        prefilter = body
+        kind, resource, key, value = _classify(body)
+        reasons = (Reason(total, "prefilter" if kind == "other" else kind, body, resource, key,
+                          value, prefilter=True),)
+    else:
+        reasons = ()
+    # A preemption tail without an envelope is still the scheduler talking (classic DRA).
+    recognised = env is not None or preemption is not None
+    msg = SchedulerMessage(raw, recognised, total, reasons, prefilter, preemption, notes)
+    return _with_generation(msg) if recognised else msg
+
+
+def _with_generation(msg: SchedulerMessage) -> SchedulerMessage:
+    texts = [r.text for r in msg.reasons]
+    generation = "framework"
+    if any(t in _PREDICATE_NAMES for t in texts):
+        generation = "predicates"
+    elif any("had taints that the pod didn't tolerate" in t or "didn't match node selector" in t
+             for t in texts):
+        generation = "predicate-descriptions"
+    elif any("had untolerated taint(s)" in t for t in texts):
+        generation = "untolerated-taints"
+    elif any("had untolerated taint {" in t for t in texts):
+        generation = "untolerated-taint"
+    elif any("that the pod didn't tolerate" in t for t in texts):
+        generation = "taint-didnt-tolerate"
+    return SchedulerMessage(msg.raw, msg.recognised, msg.total_nodes, msg.reasons, msg.prefilter,
+                            msg.preemption, msg.notes, generation, "kube-scheduler")
+
+
+def _first_sentence(text: str) -> tuple[str, str]:
+    """Split at the first ``". "`` outside braces (taint values are printed in braces)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif ch == "." and depth == 0 and (i + 1 == len(text) or text[i + 1] in " \n"):
+            return text[:i].strip(), text[i + 1:].strip()
+    return _strip_dots(text), ""
+
+
+def _postfilter(rest: str) -> tuple[Preemption | None, tuple[str, ...]]:
+    if not rest:
+        return None, ()
+    m = _PREEMPTION.search(rest)
+    before = rest[: m.start()] if m else rest
+    notes = tuple(n for n in (_strip_dots(p) for p in re.split(r",\s+|\.\s+", before)) if n)
+    if not m:
+        return None, notes
+    entries = [_reason(e) for e in _split_entries(_strip_dots(m.group(2)))]
+    not_helpful = sum(r.count for r in entries if "not helpful" in r.text)
+    no_victims = sum(r.count for r in entries if "No preemption victims" in r.text)
+    return Preemption(int(m.group(1)), not_helpful, no_victims, tuple(entries)), notes
+
+
+def _split_entries(body: str) -> list[str]:
+    """Split a histogram on ``", "`` before a count, never inside ``{...}``."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif depth == 0 and body.startswith(", ", i) and re.match(r"\d+ ", body[i + 2:]):
+            parts.append(body[start:i])
+            start = i + 2
+            i += 1
+        i += 1
+    parts.append(body[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _reason(entry: str) -> Reason:
+    m = _ENTRY.match(entry.strip())
+    count, text = (int(m.group(1)), m.group(2).strip()) if m else (0, entry.strip())
+    kind, resource, key, value = _classify(text)
+    return Reason(count, kind, text, resource, key, value)
+
+
+def _classify(text: str) -> tuple[str, str, str, str]:
+    """(kind, resource, taint key, taint value) of one reason phrase."""
+    lower = text.lower()
+    m = re.fullmatch(r"Insufficient (\S+)", text)
+    if m:
+        if m.group(1) == "pods":
+            return "too_many_pods", "", "", ""
+        return "insufficient", m.group(1), "", ""
+    if lower.startswith("too many pods"):
+        return "too_many_pods", "", "", ""
+    m = _KAI_SHORTAGE.search(text)
+    if m:
+        resource = m["resource"].rstrip(".")
+        if resource.lower() in ("gpu", "gpus"):
+            resource = "nvidia.com/gpu"  # KAI says "GPUs" for whole devices
+        return "insufficient", resource, "", ""
+    if "taint" in lower:
+        kv = _TAINT_KV.search(text)
+        if kv:
+            return "taint", "", kv["key"].strip(), kv["value"].strip()
+        return "taint", "", "", ""
+    if "volume" in lower or "pvc" in lower or text in ("NoDiskConflict", "CheckVolumeBinding"):
+        return "volume", "", "", ""
+    if re.search(r"node affinity|node selector|requested node name|requested hostname", lower) \
+            or text in ("MatchNodeSelector", "HostName"):
+        return "selector", "", "", ""
+    if "unschedulable" in lower:
+        return "unschedulable", "", "", ""
+    if re.search(r"claim|device ?class|resource ?class|dynamic ?resource|resource driver"
+                 r"|resourceslice", lower):
+        return "dra", "", "", ""
+    return "other", "", "", ""
+
+
+def _strip_dots(text: str) -> str:
+    return text.strip().rstrip(".").strip()
