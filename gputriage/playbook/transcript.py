@@ -115,6 +115,7 @@ class Transcript:
     findings: tuple[Finding, ...] = ()
     question: Question | None = None  # set when the walk waits for an answer
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    entry_reason: str = ""  # why the walk started where it did (the route's `because`)
 
     @property
     def concluded(self) -> bool:

@@ -1,0 +1,220 @@
+"""CEL conditions: compiled once at load, evaluated against one context per facts snapshot.
+
+CEL (the expression language of Kubernetes admission policies and DRA selectors) is safe and
+side-effect free. We use the ``common-expression-language`` package (module ``cel``), imported
+lazily because importing it costs about 0.35 s.
+
+Besides compiling, we read the *fact paths* a condition uses (``pod.phase``,
+``kernel.xids``) straight from its source, skipping string literals, function and method names
+and the variables bound by macros (the ``x`` in ``kernel.xids.exists(x, x.code == 79)``). The
+loader checks those paths against the declared fact fields; the engine uses them to tell which
+fact groups a condition reads (unknown groups make it UNKNOWN, not false) and which evidence
+lines to cite.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import cel
+
+#: Macros whose first argument binds a variable: ``list.exists(x, pred)``.
+MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "transformList",
+                    "transformMap"})
+#: Words that look like identifiers but are not variables.
+RESERVED = frozenset({
+    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+    "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+    "void", "while",
+})
+#: Fields every group has besides its declared ones; reading only these never makes a
+#: condition unknown (``!kernel.known`` is how a playbook branches on missing evidence).
+META_FIELDS = frozenset({"known", "reason"})
+
+_TOKEN = re.compile(
+    r"""(?P<string>[rRbB]{0,2}(?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
+                         |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+      |(?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+      |(?P<number>0[xX][0-9a-fA-F]+[uU]?|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?[uU]?)
+      |(?P<space>\s+)
+      |(?P<punct>.)""",
+    re.VERBOSE | re.DOTALL,
+)
+_CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*)")
+
+
+class Truth(enum.Enum):
+    TRUE = "true"
+    FALSE = "false"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class FactRef:
+    """A fact path read by a condition, and where it is written in the condition's source."""
+
+    path: str  # "pod.phase", "kernel.latest_xid.pci", or just "pod"
+    offset: int
+    length: int
+
+    @property
+    def group(self) -> str:
+        return self.path.partition(".")[0]
+
+    @property
+    def field(self) -> str:
+        """The group's field (``phase`` for ``pod.phase.size()``); "" for a bare group."""
+        return self.path.split(".")[1] if "." in self.path else ""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The result of one condition: TRUE, FALSE or UNKNOWN, with why it is unknown."""
+
+    truth: Truth
+    unknown_groups: tuple[str, ...] = ()
+    error: str = ""
+
+
+class CelSyntaxError(ValueError):
+    """A condition that does not compile; ``line``/``col`` are 1-based in its source."""
+
+    def __init__(self, message: str, line: int, col: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.col = col
+
+    def offset_in(self, source: str) -> int:
+        """The character offset of (line, col) in ``source``."""
+        lines = source.split("\n")
+        before = sum(len(text) + 1 for text in lines[: self.line - 1])
+        return before + max(self.col - 1, 0)
+
+
+@dataclass(frozen=True, eq=False)
+class Condition:
+    """A compiled CEL condition."""
+
+    source: str
+    refs: tuple[FactRef, ...]
+    program: cel.Program = field(repr=False)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Distinct fact paths read, in source order."""
+        return tuple(dict.fromkeys(r.path for r in self.refs))
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """Fact groups whose fields (beyond ``known``/``reason``) the condition reads."""
+        return tuple(dict.fromkeys(r.group for r in self.refs if r.field not in META_FIELDS))
+
+    def evaluate(self, context: cel.Context, unknown_groups: frozenset[str]) -> Evaluation:
+        """TRUE or FALSE; UNKNOWN when it reads an unknown group or fails at run time.
+
+        Never raises: a CEL run-time error (a missing key, a type mismatch, a bad regex) is
+        reported in ``error`` and counts as unknown.
+        """
+        unknown = tuple(g for g in self.groups if g in unknown_groups)
+        if unknown:
+            return Evaluation(Truth.UNKNOWN, unknown)
+        try:
+            value = self.program.execute(context)
+        except Exception as exc:
+            return Evaluation(Truth.UNKNOWN, (), _runtime_message(exc))
+        if value is True:
+            return Evaluation(Truth.TRUE)
+        if value is False:
+            return Evaluation(Truth.FALSE)
+        return Evaluation(Truth.UNKNOWN, (),
+                          f"the condition gave {type(value).__name__} {value!r}, not a bool")
+
+
+def compile_condition(source: str) -> Condition:
+    """Compile ``source``; raises :class:`CelSyntaxError` with the position CEL reports."""
+    import cel
+
+    text = source.rstrip()
+    try:
+        program = cel.compile(text)
+    except Exception as exc:
+        raise _syntax_error(str(exc)) from None
+    # The tokenizer is ours; CEL's own variable list keeps it honest about what is a variable.
+    variables = set(program.variables())
+    refs = tuple(r for r in fact_refs(text) if r.group in variables)
+    return Condition(text, refs, program)
+
+
+def new_context(variables: dict[str, Any]) -> cel.Context:
+    """One evaluation context for a facts snapshot (building it converts every value once)."""
+    import cel
+
+    return cel.Context(variables)
+
+
+def fact_refs(source: str) -> tuple[FactRef, ...]:
+    """Every ``group.field...`` path read by the condition, with its place in ``source``."""
+    tokens = [(m.lastgroup or "", m.group(), m.start()) for m in _TOKEN.finditer(source)]
+    tokens = [t for t in tokens if t[0] != "space"]
+    bound = _macro_variables(tokens)
+    refs: list[FactRef] = []
+    i = 0
+    while i < len(tokens):
+        kind, text, start = tokens[i]
+        prev = tokens[i - 1][1] if i else ""
+        if kind != "ident" or prev == "." or text in RESERVED or text in bound or _is_call(
+                tokens, i):
+            i += 1
+            continue
+        parts, end, j = [text], start + len(text), i + 1
+        while (j + 1 < len(tokens) and tokens[j][1] == "." and tokens[j + 1][0] == "ident"
+               and not _is_call(tokens, j + 1)):
+            parts.append(tokens[j + 1][1])
+            end = tokens[j + 1][2] + len(tokens[j + 1][1])
+            j += 2
+        refs.append(FactRef(".".join(parts), start, end - start))
+        i = j
+    return tuple(refs)
+
+
+def _is_call(tokens: list[tuple[str, str, int]], i: int) -> bool:
+    return i + 1 < len(tokens) and tokens[i + 1][1] == "("
+
+
+def _macro_variables(tokens: list[tuple[str, str, int]]) -> frozenset[str]:
+    """Names bound by macros: the identifier right after ``.exists(`` and friends."""
+    bound = set()
+    for i in range(1, len(tokens) - 3):
+        if (tokens[i - 1][1] == "." and tokens[i][1] in MACROS and tokens[i + 1][1] == "("
+                and tokens[i + 2][0] == "ident" and tokens[i + 3][1] == ","):
+            bound.add(tokens[i + 2][1])
+    return frozenset(bound)
+
+
+def _syntax_error(text: str) -> CelSyntaxError:
+    """The first ``<input>:L:C: message`` of CEL's error text, without its own caret lines."""
+    for line in text.splitlines():
+        m = _CEL_ERROR.search(line)
+        if m:
+            message = m.group(3).removeprefix("Syntax error: ")
+            # ANTLR lists every token it could accept; past a few that is noise.
+            message = re.sub(r" expecting \{[^}]{40,}\}", " expecting an operand", message)
+            message = message.replace("mismatched input '<EOF>' expecting",
+                                      "the condition ends where CEL expects")
+            return CelSyntaxError(f"CEL syntax error: {message}", int(m.group(1)),
+                                  int(m.group(2)))
+    return CelSyntaxError(f"CEL syntax error: {text.strip()}", 1, 1)
+
+
+def _runtime_message(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"no such key: {exc.args[0] if exc.args else exc}"
+    # One line: drop caret lines, join the rest, keep the first sentence (the rest is advice).
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip().strip("^")]
+    text = " ".join(lines).split(". ", 1)[0].strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
