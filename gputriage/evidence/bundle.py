@@ -94,7 +94,7 @@ def _read_key(root: Path, key: Key, names: tuple[str, ...], meta: dict[str, Any]
             return Evidence(key, status, str(recorded.get("detail") or ""), "",
                             str(recorded.get("source") or f"{root.name}/{names[0]}"))
     return Evidence.missing(
-        key, f"{names[0]} is not in the bundle ({DESCRIPTIONS[key]} was not collected)",
+        key, f"{names[0]} is not in the bundle",
         f"{root.name}/{names[0]}")
 
 

@@ -189,7 +189,7 @@ def test_terminating_pod() -> None:
     (b'{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"', "truncated JSON"),
     (b'{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}',
      "expected kind Pod, got 'Node'"),
-    (b"- just\n- a list\n", "holds no pod (no metadata.name)"),
+    (b"- just\n- a list\n", "expected a Pod object, got list"),
 ])
 def test_bad_pod_evidence_is_unknown_with_reason(content: bytes, why: str) -> None:
     built = groups(text(Key.POD, content, "pod.json"))

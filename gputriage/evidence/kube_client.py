@@ -1,0 +1,248 @@
+"""Talking to the Kubernetes API: which cluster and credentials, and GETs that never raise.
+
+Built on the official client's configuration loading (kubeconfig files, ``--context``,
+``KUBECONFIG`` with several files, in-cluster service accounts, exec and OIDC credentials with
+their token refresh) and its ``ApiClient`` transport, but not on the generated ``CoreV1Api``:
+its first use imports ~250 model classes. Requests go through ``ApiClient.param_serialize`` +
+``call_api`` (which keep the credential refresh hook) with a timeout per call, and the body is
+returned as bytes for the caller to decode.
+
+``kubernetes`` is imported inside functions so ``gputriage --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import quote
+
+from gputriage import __version__
+from gputriage.errors import GputriageError
+from gputriage.evidence.kube_errors import Reply, describe_exception
+
+#: Items per page when listing (nodes, pods on a node, events).
+PAGE_SIZE = 500
+
+#: Where a pod's service account credentials and namespace are mounted.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+@dataclass(frozen=True)
+class KubeConfig:
+    """Where and as whom to talk to the API."""
+
+    context: str  # the kubeconfig context ("in-cluster" inside a pod)
+    namespace: str  # the context's namespace ("" when it sets none)
+    host: str
+    configuration: Any  # kubernetes.client.Configuration
+    notes: tuple[str, ...] = ()  # errors the client logged while loading (exec plugin output)
+
+
+def load_config(kubeconfig: str | None = None, context: str | None = None) -> KubeConfig:
+    """Load ``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``) at ``--context``
+    (else the current one); inside a pod without a kubeconfig, the service account."""
+    from kubernetes.client.configuration import Configuration
+    from kubernetes.config import kube_config
+
+    files = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    paths = [os.path.expanduser(p) for p in files.split(os.pathsep) if p]
+    existing = [p for p in paths if os.path.isfile(p)]
+    if not existing:
+        if not kubeconfig and not context and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return _in_cluster_config()
+        raise GputriageError(
+            f"no kubeconfig at {', '.join(paths) or files}. Pass --kubeconfig FILE, set "
+            "KUBECONFIG, or run gputriage inside a pod with a service account.",
+            title="no kubeconfig")
+    joined = os.pathsep.join(existing)
+    with _client_errors() as notes:
+        try:
+            contexts, current = kube_config.list_kube_config_contexts(config_file=joined)
+        except Exception as exc:  # the client raises ConfigException, yaml and OS errors
+            raise GputriageError(f"cannot read kubeconfig {joined}: {exc}",
+                                 title="bad kubeconfig") from exc
+        names = [str(c.get("name")) for c in contexts or []]
+        chosen = context or _current_context(existing) or str((current or {}).get("name") or "")
+        if not chosen or chosen not in names:
+            raise GputriageError(_context_problem(chosen, names, joined), title="bad context")
+        ctx = next(c for c in contexts if c.get("name") == chosen)
+        cfg = Configuration()
+        try:
+            kube_config.load_kube_config(config_file=joined, context=chosen,
+                                         client_configuration=cfg, persist_config=False)
+        except Exception as exc:
+            raise GputriageError(f"cannot use context {chosen!r} of {joined}: {exc}",
+                                 title="bad kubeconfig") from exc
+    _tune(cfg)
+    namespace = str((ctx.get("context") or {}).get("namespace") or "")
+    return KubeConfig(chosen, namespace, str(cfg.host), cfg, tuple(notes))
+
+
+def _current_context(paths: list[str]) -> str:
+    """The current-context kubectl uses: the first file that sets one wins (the client's
+    merger lets the last one win)."""
+    import yaml
+
+    for path in paths:
+        try:
+            with open(path) as fh:
+                data = yaml.safe_load(fh)
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and data.get("current-context"):
+            return str(data["current-context"])
+    return ""
+
+
+def _context_problem(chosen: str, names: list[str], where: str) -> str:
+    import difflib
+
+    if not chosen:
+        return (f"{where} has no current-context; pass --context NAME "
+                f"(available: {', '.join(names) or 'none'})")
+    close = difflib.get_close_matches(chosen, names, n=3)
+    hint = f" Did you mean {' or '.join(close)}?" if close else ""
+    return (f"context {chosen!r} is not in {where} (available: "
+            f"{', '.join(names) or 'none'}).{hint}")
+
+
+def _in_cluster_config() -> KubeConfig:
+    from kubernetes.client.configuration import Configuration
+    from kubernetes.config import incluster_config
+
+    cfg = Configuration()
+    try:
+        incluster_config.InClusterConfigLoader(
+            token_filename=os.path.join(SERVICE_ACCOUNT_DIR, "token"),
+            cert_filename=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"),
+        ).load_and_set(cfg)
+    except Exception as exc:
+        raise GputriageError(f"running in a pod, but its service account is unusable: {exc}",
+                             title="no kubeconfig") from exc
+    _tune(cfg)
+    try:
+        with open(os.path.join(SERVICE_ACCOUNT_DIR, "namespace")) as fh:
+            namespace = fh.read().strip()
+    except OSError:
+        namespace = ""
+    return KubeConfig("in-cluster", namespace, str(cfg.host), cfg)
+
+
+def _tune(cfg: Any) -> None:
+    import urllib3
+
+    # One retry for a dropped pooled connection; never for a read timeout (our budget).
+    cfg.retries = urllib3.Retry(total=1, read=0, redirect=0, status=0, raise_on_status=False)
+    cfg.connection_pool_maxsize = 32  # the broker runs ~20 calls at once
+
+
+@contextlib.contextmanager
+def _client_errors() -> Iterator[list[str]]:
+    """Collect what the client logs (exec plugin failures) instead of printing it."""
+    notes: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            notes.append(record.getMessage())
+
+    handler = _Collect(logging.ERROR)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield notes
+    finally:
+        root.removeHandler(handler)
+
+
+def shown(path: str, query: Mapping[str, object] | None = None) -> str:
+    """How a request reads in a source line: ``GET /api/v1/...?fieldSelector=a=b``."""
+    q = "&".join(f"{k}={v}" for k, v in (query or {}).items())
+    return f"GET {path}" + (f"?{q}" if q else "")
+
+
+class KubeClient:
+    """GETs against the API with a timeout per call; answers are :class:`Reply`, never raise."""
+
+    def __init__(self, config: KubeConfig, timeout: float = 10.0) -> None:
+        from kubernetes.client.api_client import ApiClient
+
+        self.config = config
+        self.timeout = timeout
+        self._api = ApiClient(config.configuration)
+        self._api.user_agent = f"gputriage/{__version__}"
+        # Serialising a request may refresh credentials (exec plugin, OIDC): one at a time.
+        self._auth_lock = threading.Lock()
+
+    def get(self, path: str, query: Mapping[str, object] | None = None, *, max_bytes: int = 0,
+            timeout: float = 0.0) -> Reply:
+        """GET ``path``; read at most ``max_bytes`` of the body when given."""
+        words = shown(path, query)
+        budget = timeout or self.timeout
+        params = [(k, "true" if v is True else str(v)) for k, v in (query or {}).items()]
+        try:
+            with self._auth_lock:
+                method, url, headers, body, post = self._api.param_serialize(
+                    "GET", quote(path), query_params=params,
+                    header_params={"Accept": "application/json, */*"},
+                    auth_settings=["BearerToken"])
+            response = self._api.call_api(method, url, headers, body, post,
+                                          _request_timeout=budget).response
+        except Exception as exc:  # urllib3, TLS, auth plugin: all mean "no answer"
+            text, timed_out = describe_exception(exc)
+            return Reply(0, b"", words, text, timed_out, timeout_s=budget)
+        truncated = False
+        try:
+            data = response.read(max_bytes + 1) if max_bytes else response.read()
+            if max_bytes and len(data) > max_bytes:
+                data, truncated = data[:max_bytes], True
+        except Exception as exc:
+            text, timed_out = describe_exception(exc)
+            response.close()
+            return Reply(0, b"", words, text, timed_out, timeout_s=budget)
+        if truncated:
+            response.close()  # do not drain a huge body just to reuse the connection
+        else:
+            response.release_conn()
+        return Reply(int(response.status), data, words, truncated=truncated, timeout_s=budget)
+
+    def list_all(self, path: str, query: Mapping[str, object] | None = None, *,
+                 page_size: int = PAGE_SIZE) -> tuple[Reply, dict[str, Any] | None]:
+        """Every item of a list, page by page. Returns the last reply, and the merged list
+        (None when a page failed)."""
+        items: list[Any] = []
+        token = ""
+        merged: dict[str, Any] = {}
+        restarted = False
+        while True:
+            page = {**(query or {}), "limit": page_size}
+            if token:
+                page["continue"] = token
+            reply = self.get(path, page)
+            if reply.status == 410 and token and not restarted:
+                # The continue token expired (the list changed too much): start over once.
+                items, token, restarted = [], "", True
+                continue
+            data = reply.json() if reply.ok else None
+            if not isinstance(data, dict) or not isinstance(data.get("items", []), list):
+                if reply.ok:
+                    reply = replace(reply, status=502, body=b"the API answered with something "
+                                                            b"that is not a list")
+                return replace(reply, shown=shown(path, query)), None
+            items.extend(data.get("items") or [])
+            merged = data
+            token = str((data.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
+        merged = {**merged, "items": items,
+                  "metadata": {"resourceVersion": (merged.get("metadata") or {}).get(
+                      "resourceVersion", "")}}
+        return replace(reply, shown=shown(path, query)), merged
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._api.close()
