@@ -22,8 +22,10 @@ HELP = "print the facts built from an evidence bundle (what playbook conditions 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from", dest="from_bundle", metavar="DIR", required=True,
+    p.add_argument("--from", dest="from_bundle", metavar="DIR",
                    help="evidence bundle directory (see `gputriage collect`)")
+    p.add_argument("--doc", action="store_true",
+                   help="print the reference of every fact group and field (docs/facts.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("groups", nargs="*", metavar="GROUP",
                    help="only these fact groups (default: all)")
@@ -33,6 +35,13 @@ def run(args: argparse.Namespace) -> int:
     from gputriage.evidence.bundle import read_bundle
     from gputriage.facts.build import build_facts
 
+    if args.doc:
+        from gputriage.facts.doc import render_facts_doc
+
+        sys.stdout.write(render_facts_doc())
+        return 0
+    if not args.from_bundle:
+        raise GputriageError("give --from DIR (an evidence bundle) or --doc", title="facts")
     facts = build_facts(read_bundle(Path(args.from_bundle)))
     names = select_groups(facts, args.groups)
     text = facts_json(facts, names) if args.json else facts_text(facts, names)
