@@ -1,17 +1,61 @@
-"""``gputriage demo``: placeholder until its issue lands (replaced, not extended)."""
+"""``gputriage demo [scenario]``: the TUI on a built-in evidence bundle, no cluster needed.
+
+``--list`` prints the scenarios; without a name an interactive picker opens; ``--report md|json``
+walks the scenario headless, exactly like ``gputriage <pod> --from DIR --report ...``.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from gputriage.errors import GputriageError
+from gputriage.commands.options import add_playbook_arguments
 
-HELP = "demo (not available in this build yet)"
+HELP = "the TUI on built-in scenarios (no cluster needed); --list shows them"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rest", nargs="*")
+    p.add_argument("scenario", nargs="?",
+                   help="scenario name (see --list); without one, pick from a menu")
+    p.add_argument("--list", action="store_true", help="list the built-in scenarios and exit")
+    p.add_argument("--report", choices=["md", "json"],
+                   help="no TUI: walk the scenario and print the incident summary")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="with --report: write the summary to FILE instead of stdout")
+    p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",
+                   help="with --report: answer an ask step (repeatable)")
+    p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
+                   help="with --report: take another branch at STEP (repeatable)")
+    p.add_argument("--export-dir", metavar="DIR",
+                   help="where the TUI's export (e) writes the summary (default: current dir)")
+    add_playbook_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise GputriageError("this command is not available in this build yet", title="demo")
+    from gputriage.scenarios import list_scenarios, scenario_path
+
+    scenarios = list_scenarios()
+    if args.list:
+        width = max((len(s.name) for s in scenarios), default=0)
+        for s in scenarios:
+            print(f"{s.name:<{width}}  {s.title}")
+            if s.description:
+                print(f"{'':<{width}}  {s.description}")
+        return 0
+    name = args.scenario
+    if not name:
+        from gputriage.tui.launch import pick_scenario
+
+        name = pick_scenario([(s.name, f"{s.title}: {s.description}" if s.description
+                               else s.title) for s in scenarios])
+        if not name:
+            return 0
+    path = scenario_path(name)  # a GputriageError naming close matches for a typo
+    if args.report:
+        from gputriage.report.headless import run_headless
+
+        args.from_bundle = str(path)
+        return run_headless(args)
+    from gputriage.session import BundleSession
+    from gputriage.tui.launch import run_app
+
+    return run_app(BundleSession(path, description=f"demo {name}"), args)

@@ -1,0 +1,426 @@
+"""TriageApp: owns the walk's state, runs the workers, routes keys to actions. Thin by design.
+
+State has one writer, this app. One async worker consumes ``session.stream()`` and posts an
+:class:`EvidenceArrived` per piece of evidence; one thread worker loads and compiles the
+playbooks (``cel`` costs ~0.35 s to import, so never on the way to the first paint). On every
+change the app rebuilds facts and re-walks (pure, milliseconds), then hands a fresh
+:class:`TriageView` down to the screen. Workers never touch widgets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import App
+from textual.widgets import Input, TextArea
+from textual.worker import Worker, WorkerState
+
+from gputriage.errors import GputriageError
+from gputriage.evidence.model import EvidenceSet, Key
+from gputriage.facts.model import FactSet
+from gputriage.playbook.transcript import Choice, Transcript, Visit
+from gputriage.session import Session
+from gputriage.tui import walkstate
+from gputriage.tui.messages import (
+    CollectionFinished,
+    CollectionStarted,
+    EvidenceArrived,
+    PlaybooksFailed,
+    PlaybooksLoaded,
+)
+from gputriage.tui.screens.triage import TriageScreen
+from gputriage.tui.view import TriageView
+from gputriage.tui.walkstate import Walker
+from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+from gputriage.tui.widgets.fix_panel import FixPanel
+from gputriage.tui.widgets.source_status import SourceStatus
+from gputriage.tui.widgets.walk_path import WalkPath
+
+if TYPE_CHECKING:
+    from textual.command import Provider
+
+    from gputriage.report.notes import NotesStore
+
+def triage_commands() -> type[Provider]:
+    """The palette's provider, imported when the palette first opens (not on the way to the
+    first paint)."""
+    from gputriage.tui.palette import TriageCommands
+
+    return TriageCommands
+
+
+#: Playbook problems listed in the start-up warning; the rest are counted.
+MAX_PROBLEMS_SHOWN = 3
+
+#: Loads the playbooks and returns the bound engine plus any problems worth a warning.
+WalkerFactory = Callable[[], tuple[Walker, tuple[str, ...]]]
+
+
+def playbook_walker(extra_dirs: Sequence[Path] = ()) -> tuple[Walker, tuple[str, ...]]:
+    """The real engine over the shipped playbooks plus ``extra_dirs`` (run in a thread)."""
+    from gputriage.playbook.engine import walk
+    from gputriage.playbook.loader import load_playbooks
+
+    playbooks = load_playbooks(list(extra_dirs))
+    problems = tuple(str(p) for p in playbooks.problems)
+    return partial(walk, playbooks), problems
+
+
+class TriageApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "gputriage"
+    COMMANDS: ClassVar = App.COMMANDS | {triage_commands}
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        walker_factory: WalkerFactory | None = None,
+        playbook_dirs: Sequence[Path] = (),
+        notes_path: Path | None = None,
+        extra_notes_file: Path | None = None,
+        export_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.walker_factory = walker_factory or partial(playbook_walker, tuple(playbook_dirs))
+        self.notes_path = notes_path
+        self.extra_notes_file = extra_notes_file  # --notes FILE: read-only, exported too
+        self.export_dir = export_dir or Path.cwd()
+        self.clock = clock
+        self.evidence = EvidenceSet()
+        self.pending: frozenset[Key] = frozenset()
+        self.facts: FactSet | None = None
+        self.walker: Walker | None = None
+        self.walk_status = "loading playbooks…"
+        self.transcript: Transcript | None = None
+        self.answers: dict[str, str] = {}
+        self.overrides: dict[str, str] = {}
+        self.cursor = 0
+        self.exported: tuple[Path, ...] = ()
+        self.triage = TriageScreen()
+        self._notes: NotesStore | None = None
+        self._rebuild_scheduled = False
+        #: Set by ``triage_node``: the node to walk (``gputriage node``) once this app exits.
+        self.next_node = ""
+
+    # -- lifecycle and workers ------------------------------------------------------------
+
+    def on_load(self) -> None:
+        from gputriage.tui.theme import THEMES
+
+        for theme in THEMES:
+            self.register_theme(theme)
+
+    def on_mount(self) -> None:
+        self.theme = "gputriage"
+        self.push_screen(self.triage)
+        self._push()
+        # Start the workers once the first frame is out: their threads (bundle reading, the
+        # cel import) would otherwise compete with the first paint for the GIL.
+        self.call_after_refresh(self._start)
+
+    def _start(self) -> None:
+        self.collect()
+        self.load_playbooks()
+        # A live session says how it chose the pod when given a workload ("deploy/x: 3 pods").
+        notice = getattr(self.session, "notice", "")
+        if notice:
+            self.notify(str(notice), title="target", timeout=15)
+
+    @work(exclusive=True, group="evidence", exit_on_error=False,
+          description="collect evidence from the session")
+    async def collect(self) -> None:
+        self.post_message(CollectionStarted(tuple(self.session.keys())))
+        async for evidence in self.session.stream():
+            self.post_message(EvidenceArrived(evidence))
+        self.post_message(CollectionFinished())
+
+    @work(thread=True, exclusive=True, group="playbooks", exit_on_error=False,
+          description="load and compile the playbooks")
+    def load_playbooks(self) -> None:
+        walker, problems = self.walker_factory()
+        self.post_message(PlaybooksLoaded(walker, problems))
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """Every background failure ends here, once (harlequin's funnel)."""
+        if event.state is not WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if event.worker.group == "playbooks":
+            self.post_message(PlaybooksFailed(f"{type(error).__name__}: {error}"))
+            return
+        from gputriage.tui.screens.error import ErrorScreen
+
+        self.pending = frozenset()
+        self._push()
+        if isinstance(error, GputriageError):
+            self.push_screen(ErrorScreen(error.title or "cannot collect evidence",
+                                         error.message))
+        else:
+            self.push_screen(ErrorScreen("collecting evidence failed",
+                                         f"{type(error).__name__}: {error}"))
+
+    # -- messages from workers -------------------------------------------------------------
+
+    def on_collection_started(self, message: CollectionStarted) -> None:
+        self.pending = frozenset(message.keys)
+        self._push()
+
+    def on_evidence_arrived(self, message: EvidenceArrived) -> None:
+        self.evidence = self.evidence.with_evidence(message.evidence)
+        self.pending = self.pending - {message.evidence.key}
+        self._schedule_rebuild()
+
+    def on_collection_finished(self, message: CollectionFinished) -> None:
+        self.pending = frozenset()
+        self._schedule_rebuild()
+
+    def on_playbooks_loaded(self, message: PlaybooksLoaded) -> None:
+        self.walker = message.walker
+        self.walk_status = "" if self.facts is not None else "waiting for the pod…"
+        if message.problems:
+            shown = [*message.problems[:MAX_PROBLEMS_SHOWN],
+                     *([f"… and {len(message.problems) - MAX_PROBLEMS_SHOWN} more"]
+                       if len(message.problems) > MAX_PROBLEMS_SHOWN else []),
+                     "`gputriage playbooks validate` lists them all."]
+            self.notify("\n".join(shown), title="playbooks skipped", severity="warning",
+                        timeout=15)
+        self._rewalk()
+        self._push()
+
+    def on_playbooks_failed(self, message: PlaybooksFailed) -> None:
+        self.walk_status = f"the playbooks could not be loaded: {message.error}"
+        self.notify(self.walk_status, title="no walk", severity="error", timeout=15)
+        self._push()
+
+    # -- state changes ---------------------------------------------------------------------
+
+    def _schedule_rebuild(self) -> None:
+        # Evidence often lands in bursts (a bundle yields everything at once): rebuild once
+        # after the burst's messages are handled, not once per message.
+        if not self._rebuild_scheduled:
+            self._rebuild_scheduled = True
+            self.call_later(self._rebuild)
+
+    def _rebuild(self) -> None:
+        from gputriage.facts.build import build_facts
+
+        self._rebuild_scheduled = False
+        self.facts = build_facts(self.evidence)
+        if self.walker is not None:
+            self.walk_status = ""
+        self._rewalk()
+        self._push()
+
+    def _rewalk(self) -> None:
+        if self.walker is None or self.facts is None:
+            return
+        try:
+            self.transcript = self.walker(self.facts, dict(self.answers), dict(self.overrides))
+        except Exception as exc:  # an engine bug must not take the evidence panels down
+            self.transcript = None
+            self.walk_status = f"the playbook engine failed: {type(exc).__name__}: {exc}"
+        self.cursor = walkstate.clamp(self.cursor, self.transcript)
+
+    def _push(self) -> None:
+        self.triage.view = TriageView(
+            session=self.session.description, evidence=self.evidence, pending=self.pending,
+            facts=self.facts, transcript=self.transcript, cursor=self.cursor,
+            walk_status=self.walk_status)
+
+    def _move(self, cursor: int) -> None:
+        self.cursor = walkstate.clamp(cursor, self.transcript)
+        self._push()
+
+    @property
+    def settled(self) -> bool:
+        """Everything collected and walked: what tests and benchmarks wait for."""
+        return (not self.pending and not self._rebuild_scheduled and self.facts is not None
+                and (self.transcript is not None or bool(self.walk_status)))
+
+    # -- actions (bound on the triage screen, listed in the palette) ----------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # ``enter`` is a priority binding so lists don't swallow it; text boxes still need it.
+        return not (action == "follow" and isinstance(self.focused, Input | TextArea))
+
+    def action_follow(self) -> None:
+        step = walkstate.follow(self.cursor, self.transcript)
+        if step.kind == "advance":
+            self._move(step.cursor)
+        elif step.kind == "ask":
+            self.action_answer()
+        elif step.kind == "done":
+            self.notify("The walk is complete: e exports the incident summary.",
+                        title="verdict")
+        else:
+            self.notify(self.walk_status or "Waiting for more evidence.", title="walk")
+
+    def action_go_back(self) -> None:
+        tabs = self.triage.query_one(EvidenceTabs)
+        if tabs.filter_open:
+            tabs.close_filter()
+        elif self.cursor > 0:
+            self._move(self.cursor - 1)
+        else:
+            self.notify("Already at the first step.", title="walk")
+
+    def on_walk_path_step_chosen(self, message: WalkPath.StepChosen) -> None:
+        self._move(message.index)
+
+    def _current_visit(self) -> Visit | None:
+        return walkstate.visit_at(self.cursor, self.transcript)
+
+    def action_override(self) -> None:
+        visit = self._current_visit()
+        if visit is None:
+            self.notify("Move to a step of the walk to take another branch.", title="override")
+            return
+        if walkstate.is_ask(visit):
+            self.action_answer()
+            return
+        if len(visit.choices) < 2:
+            self.notify("This step has no other branch.", title="override")
+            return
+        from gputriage.tui.screens.choice import ChoiceScreen
+
+        index = self.cursor
+        screen = ChoiceScreen("Take another branch", visit.prompt, visit.choices,
+                              taken=walkstate.choice_index(visit, visit.target),
+                              proposed=walkstate.choice_index(visit,
+                                                              walkstate.engine_target(visit)))
+        self.push_screen(screen, partial(self._overridden, index, visit))
+
+    def _overridden(self, index: int, visit: Visit, choice: Choice | None) -> None:
+        if choice is None:
+            return
+        self.overrides = walkstate.with_choice(self.overrides, visit, choice)
+        self._rewalk()
+        self._move(index + 1)
+
+    def action_answer(self) -> None:
+        visit = self._current_visit()
+        if visit is None or not walkstate.is_ask(visit):
+            waiting = walkstate.question_position(self.transcript)
+            if waiting is None:
+                self.notify("No question is waiting for an answer.", title="answer")
+                return
+            self._move(waiting)
+            visit = self._current_visit()
+            assert visit is not None
+        from gputriage.tui.screens.choice import ChoiceScreen
+
+        question = self.transcript.question if self.transcript is not None else None
+        help_text = question.help if question is not None and question.ref == visit.ref else ""
+        screen = ChoiceScreen("Answer", visit.prompt, visit.choices,
+                              taken=walkstate.choice_index(visit, visit.target), help=help_text)
+        self.push_screen(screen, partial(self._answered, self.cursor, visit))
+
+    def _answered(self, index: int, visit: Visit, choice: Choice | None) -> None:
+        if choice is None:
+            return
+        self.answers[visit.ref] = choice.value
+        self._rewalk()
+        self._move(index + 1)
+
+    def action_note(self) -> None:
+        from gputriage.tui.screens.note import NoteScreen
+
+        visit = self._current_visit()
+        self.push_screen(NoteScreen(visit.ref if visit else ""),
+                         partial(self._noted, visit.ref if visit else ""))
+
+    def _noted(self, step: str, text: str | None) -> None:
+        if not text:
+            return
+        store = self.notes()
+        store.add(text, step)
+        self.notify(f"Saved to {store.path}", title=f"note {len(store.notes)}")
+
+    def notes(self) -> NotesStore:
+        """The notes of this target, opened on first use (the pod must be known by then)."""
+        from gputriage.report.notes import NotesStore, default_notes_path
+
+        if self._notes is None:
+            target = self.facts.target if self.facts is not None else None
+            path = self.notes_path or default_notes_path(
+                self.session.context or "bundle", target.namespace if target else "",
+                target.pod if target else "")
+            self._notes = NotesStore(path)
+        return self._notes
+
+    def on_source_status_retry_requested(self, message: SourceStatus.RetryRequested) -> None:
+        self.action_refresh()
+
+    def action_refresh(self) -> None:
+        self.collect()
+        self.notify("Collecting every source again.", title="refresh")
+
+    def action_filter(self) -> None:
+        self.triage.query_one(EvidenceTabs).open_filter()
+
+    def action_show_tab(self, tab_id: str) -> None:
+        self.triage.query_one(EvidenceTabs).show_tab(tab_id)
+
+    def action_copy(self) -> None:
+        self._copy(self.triage.query_one(FixPanel).selected_command)
+
+    def on_fix_panel_command_chosen(self, message: FixPanel.CommandChosen) -> None:
+        self._copy(message.command)
+
+    def _copy(self, command: str) -> None:
+        if not command:
+            self.notify("There is no fix command to copy yet.", title="copy")
+            return
+        self.copy_to_clipboard(command)
+        self.notify(command, title="copied to the clipboard")
+
+    def action_export(self) -> None:
+        if self.transcript is None or self.facts is None:
+            self.notify("Nothing to export before the walk has started.", title="export",
+                        severity="warning")
+            return
+        from gputriage.report.notes import read_notes_file
+        from gputriage.tui.export import export_summary
+
+        notes = [*(read_notes_file(self.extra_notes_file) if self.extra_notes_file else []),
+                 *self.notes().notes]
+        try:
+            self.exported = export_summary(
+                self.export_dir, self.session, self.evidence, self.facts, self.transcript,
+                notes, self.clock())
+        except OSError as exc:
+            self.notify(f"{exc.strerror or exc}: {exc.filename or self.export_dir}",
+                        title="export failed", severity="error", timeout=15)
+            return
+        self.notify("\n".join(str(p) for p in self.exported), title="incident summary written",
+                    timeout=15)
+
+    def action_triage_node(self) -> None:
+        """Leave this walk for the node walk when the verdict blames the node."""
+        from gputriage.scan.nodewalk import blamed_node
+
+        node = blamed_node(self.facts, self.transcript)
+        if not node:
+            self.notify("Only a lost.* or node.* verdict blames the node.", title="triage node")
+            return
+        self.next_node = node
+        self.exit(0)
+
+    def action_help(self) -> None:
+        from gputriage.tui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def action_next_theme(self) -> None:
+        names = sorted(self.available_themes)
+        self.theme = names[(names.index(self.theme) + 1) % len(names)]
+        self.notify(self.theme, title="theme")

@@ -1,0 +1,1 @@
+"""Screens: the triage screen and the modals pushed over it."""

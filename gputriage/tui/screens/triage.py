@@ -1,0 +1,79 @@
+"""The main screen: header, walk path, current step, fix, evidence tabs, source status, footer.
+
+The screen holds no state of its own beyond what it was handed: the app assigns ``view`` and
+the screen passes it to every widget. Key bindings route to app actions (``app.follow``...),
+because the app owns the walk.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from gputriage.tui.view import TriageView
+from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+from gputriage.tui.widgets.fix_panel import FixPanel
+from gputriage.tui.widgets.source_status import SourceStatus
+from gputriage.tui.widgets.step_panel import StepPanel
+from gputriage.tui.widgets.target_header import TargetHeader
+from gputriage.tui.widgets.walk_path import WalkPath
+
+#: k9s-familiar keys. The help screen and the command palette are generated from this list.
+TRIAGE_BINDINGS: list[BindingType] = [
+    Binding("enter", "app.follow", "Follow", priority=True, tooltip="Take the proposed branch"),
+    Binding("o", "app.override", "Override", tooltip="Take another branch at this step"),
+    Binding("b,escape", "app.go_back", "Back", key_display="b",
+            tooltip="Go back one step (esc also closes the filter)"),
+    Binding("a", "app.answer", "Answer", tooltip="Answer the question the walk waits on"),
+    Binding("n", "app.note", "Note", tooltip="Write a note (saved at once)"),
+    Binding("r", "app.refresh", "Refresh", tooltip="Collect every source again"),
+    Binding("slash", "app.filter", "Filter", key_display="/",
+            tooltip="Filter the rows of the evidence tabs"),
+    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command"),
+    Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
+    Binding("N", "app.triage_node", "Triage node", show=False,
+            tooltip="Walk the node this verdict blames (gputriage node)"),
+    Binding("question_mark", "app.help", "Help", key_display="?", tooltip="Keys and legend"),
+    Binding("q", "app.quit", "Quit", tooltip="Leave gputriage"),
+    Binding("colon", "app.command_palette", "Palette", key_display=":",
+            tooltip="Every action by name"),
+    Binding("t", "app.next_theme", "Next theme", show=False, tooltip="Switch to the next theme"),
+]
+
+
+class TriageScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = TRIAGE_BINDINGS
+
+    view: reactive[TriageView | None] = reactive(None, always_update=True)
+
+    def compose(self) -> ComposeResult:
+        yield TargetHeader(id="header")
+        with Horizontal(id="top"):
+            yield WalkPath(id="walk")
+            with Vertical(id="detail"):
+                yield StepPanel(id="step")
+                yield FixPanel(id="fix")
+        yield EvidenceTabs(id="evidence")
+        yield SourceStatus(id="sources")
+        yield Footer(show_command_palette=False)
+
+    def on_mount(self) -> None:
+        for selector, title in (("#walk", "Walk"), ("#step", "Step"), ("#fix", "Fix")):
+            self.query_one(selector).border_title = title
+        self.query_one(WalkPath).focus()
+
+    def watch_view(self, view: TriageView | None) -> None:
+        if view is None or not self.is_mounted:
+            return
+        self.query_one(TargetHeader).view = view
+        self.query_one(WalkPath).view = view
+        self.query_one(StepPanel).view = view
+        self.query_one(FixPanel).view = view
+        self.query_one(EvidenceTabs).view = view
+        self.query_one(SourceStatus).view = view

@@ -1,0 +1,58 @@
+"""The immutable snapshot the app hands down to the triage screen (attributes down).
+
+The app is the only writer of state. After every change (evidence arrived, walk recomputed,
+cursor moved) it builds a new :class:`TriageView` and assigns it to the screen, which passes it
+to its widgets. Widgets never fetch anything and never mutate the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputriage.evidence.model import EvidenceSet, Key, LineRef
+from gputriage.facts.model import FactSet
+from gputriage.playbook.transcript import Finding, Transcript, Visit
+from gputriage.tui import walkstate
+
+
+@dataclass(frozen=True)
+class TriageView:
+    session: str  # "context prod-eu" / "bundle ./b": where the evidence comes from
+    evidence: EvidenceSet = field(default_factory=EvidenceSet)
+    pending: frozenset[Key] = frozenset()
+    facts: FactSet | None = None
+    transcript: Transcript | None = None
+    cursor: int = 0
+    walk_status: str = "loading playbooks…"  # why there is no walk yet ("" once there is)
+
+    @property
+    def visit(self) -> Visit | None:
+        return walkstate.visit_at(self.cursor, self.transcript)
+
+    @property
+    def at_verdict(self) -> bool:
+        return walkstate.at_verdict(self.cursor, self.transcript)
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.transcript.findings if self.transcript is not None else ()
+
+    def citations(self) -> tuple[LineRef, ...]:
+        """What the screen highlights: the current step's lines, or the verdict's evidence."""
+        if self.at_verdict:
+            return tuple(r for f in self.findings for r in f.evidence)
+        visit = self.visit
+        return visit.citations if visit is not None else ()
+
+    def pod_value(self, name: str) -> Any:
+        group = self.facts.groups.get("pod") if self.facts is not None else None
+        return group.values.get(name) if group is not None and group.known else None
+
+
+def gpu_request(resources: Any) -> str:
+    """``nvidia.com/gpu×2`` from the pod group's ``gpu_resources`` map."""
+    if not isinstance(resources, Mapping) or not resources:
+        return "no GPU request"
+    return ", ".join(f"{k}×{v}" for k, v in sorted(resources.items()))

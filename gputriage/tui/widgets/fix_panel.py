@@ -1,0 +1,95 @@
+"""The fix: what to do about the walk's finding, with its commands ready to copy.
+
+Until the SRE reaches the verdict the panel shows the fix of the finding the walk currently
+ends in, marked as proposed. The highlighted command is the one ``c`` copies; clicking a
+command copies it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from gputriage.playbook.transcript import Finding
+from gputriage.textsafe import inert, inert_line
+from gputriage.tui.view import TriageView
+
+
+class CommandList(OptionList, inherit_bindings=False):
+    """Fix commands; ``enter`` is left to the app (it follows the walk)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor_up", "Up", show=False),
+        Binding("down,j", "cursor_down", "Down", show=False),
+    ]
+
+
+class FixPanel(Vertical):
+    """Fix summary and commands of every finding of the walk."""
+
+    @dataclass
+    class CommandChosen(Message):
+        """The SRE clicked a command: copy it."""
+
+        command: str
+
+    view: reactive[TriageView | None] = reactive(None, always_update=True)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.commands: tuple[str, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fix-text")
+        yield CommandList(id="fix-commands")
+
+    @property
+    def selected_command(self) -> str:
+        """The highlighted command, else the first one ("" when there is none)."""
+        index = self.query_one(CommandList).highlighted
+        if not self.commands:
+            return ""
+        return self.commands[index if index is not None else 0]
+
+    def watch_view(self, view: TriageView | None) -> None:
+        if view is None or not self.is_mounted:
+            return
+        findings = [f for f in view.findings if f.fix.summary or f.fix.commands]
+        text = self.query_one("#fix-text", Static)
+        # Copied text is what was shown: a command templated from cluster data stays inert.
+        commands = tuple(inert_line(c) for f in findings for c in f.fix.commands)
+        if not findings:
+            text.update(Content.styled("Fix: reach a verdict to see what to do.",
+                                       "$text-muted"))
+        else:
+            label = "Fix" if view.at_verdict else "Fix (proposed: follow the walk to confirm)"
+            text.update(Content.assemble((label, "bold"), *_summaries(findings)))
+        if commands != self.commands:
+            self.commands = commands
+            options = self.query_one(CommandList)
+            options.set_options([Option(Content.assemble(("$ ", "$text-muted"),
+                                                         (c, "bold")))
+                                 for c in commands])
+            options.display = bool(commands)
+            if commands:
+                options.highlighted = 0
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.CommandChosen(self.commands[event.option_index]))
+
+
+def _summaries(findings: list[Finding]) -> list[str | tuple[str, str]]:
+    parts: list[str | tuple[str, str]] = []
+    for f in findings:
+        parts += ["\n", (f"{inert_line(f.id)}: ", "$text-muted"), inert(f.fix.summary)]
+    return parts

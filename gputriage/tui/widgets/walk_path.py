@@ -1,0 +1,117 @@
+"""The walk so far: one entry per step with the branch taken, overrides marked, then the verdict.
+
+Steps past the cursor are the engine's proposal, drawn dim until the SRE follows them. The
+highlight always shows the cursor; keys and clicks only *ask* to move it (``StepChosen``), the
+app decides and hands the new view back down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from gputriage.playbook.transcript import Outcome, Transcript, Visit
+from gputriage.textsafe import inert_line
+from gputriage.tui import walkstate
+from gputriage.tui.view import TriageView
+
+#: One glyph per outcome, so the path reads at a glance (and without colour).
+GLYPHS: dict[Outcome, str] = {
+    Outcome.CONDITION: "●",
+    Outcome.OTHERWISE: "○",
+    Outcome.ANSWER: "✎",
+    Outcome.OVERRIDE: "↷",
+    Outcome.UNKNOWN: "?",
+    Outcome.WAITING: "…",
+}
+
+
+def branch_words(visit: Visit) -> str:
+    where = walkstate.short_target(visit.target)
+    if visit.outcome is Outcome.OVERRIDE:
+        return f"↷ {where}  (override)"
+    if visit.outcome is Outcome.WAITING:
+        return "waiting for your answer (a)"
+    if visit.outcome is Outcome.UNKNOWN:
+        return f"could not decide → {where}"
+    taken = walkstate.taken_choice(visit)
+    if visit.outcome is Outcome.ANSWER and taken is not None:
+        return f"you answered {taken.label} → {where}"
+    return f"→ {where}"
+
+
+def visit_option(index: int, visit: Visit, ahead: bool) -> Option:
+    style = "$text-muted" if ahead else ""
+    glyph_style = "bold $warning" if visit.outcome is Outcome.OVERRIDE else "bold $accent"
+    prompt = Content.assemble(
+        (f"{index + 1:>2} ", style),
+        (GLYPHS[visit.outcome], "$text-muted" if ahead else glyph_style),
+        " ",
+        (inert_line(visit.prompt or visit.ref), style or "bold"),
+        "\n    ",
+        (inert_line(branch_words(visit)), "$text-muted" if ahead else "italic"),
+    )
+    return Option(prompt, id=f"step-{index}")
+
+
+def verdict_option(transcript: Transcript, ahead: bool) -> Option:
+    label = "undetermined" if transcript.undetermined else "verdict"
+    lines: list[str | tuple[str, str]] = [
+        ("   ⚑ ", "$text-muted" if ahead else "bold $error"),
+        (label, "$text-muted" if ahead else "bold"),
+    ]
+    for f in transcript.findings:  # one per line: finding ids are long and must not wrap
+        lines += ["\n   ", (inert_line(f.id), "$text-muted" if ahead else "bold $error")]
+    return Option(Content.assemble(*lines), id="verdict")
+
+
+class WalkPath(OptionList, inherit_bindings=False):
+    """The path of the walk; the highlight is the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "step(-1)", "Previous step", show=False),
+        Binding("down,j", "step(1)", "Next step", show=False),
+        Binding("home", "step_to(0)", "First step", show=False),
+    ]
+
+    @dataclass
+    class StepChosen(Message):
+        """The SRE asked to look at step ``index`` (one past the last visit = the verdict)."""
+
+        index: int
+
+    view: reactive[TriageView | None] = reactive(None, always_update=True)
+
+    def watch_view(self, view: TriageView | None) -> None:
+        if view is None:
+            return
+        t = view.transcript
+        options: list[Option] = []
+        if t is not None:
+            options = [visit_option(i, v, i > view.cursor) for i, v in enumerate(t.visits)]
+            if t.findings and t.question is None:
+                options.append(verdict_option(t, view.cursor < len(t.visits)))
+        if not options:
+            options = [Option(Content(inert_line(view.walk_status) or "no walk yet"),
+                              disabled=True)]
+        self.set_options(options)
+        if t is not None and options and not options[0].disabled:
+            self.highlighted = min(view.cursor, len(options) - 1)
+
+    def action_step(self, delta: int) -> None:
+        if self.highlighted is not None:
+            self.post_message(self.StepChosen(self.highlighted + delta))
+
+    def action_step_to(self, index: int) -> None:
+        self.post_message(self.StepChosen(index))
+
+    def _on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.StepChosen(event.option_index))
