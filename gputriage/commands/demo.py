@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
     path = scenario_path(name)  # a GputriageError naming close matches for a typo
     if args.report:
-        from gputriage.report.headless import run_headless
+        from gputriage.headless import run_headless
 
         args.from_bundle = str(path)
         return run_headless(args)

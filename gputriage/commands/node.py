@@ -170,15 +170,15 @@ def _check_node(client: KubeClient, node: str) -> None:
 
 
 def run_headless(args: argparse.Namespace) -> int:
-    from gputriage.playbook.loader import load_playbooks
-    from gputriage.report.headless import (
+    from gputriage.headless import (
         EXIT_FINDING,
         EXIT_UNDETERMINED,
         EXIT_WAITING,
         parse_pairs,
-        render,
     )
+    from gputriage.playbook.loader import load_playbooks
     from gputriage.report.notes import read_notes_file
+    from gputriage.report.render import render
     from gputriage.report.write import atomic_write
     from gputriage.scan.nodewalk import node_facts, node_walker
 

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.report:
-        from gputriage.report.headless import run_headless
+        from gputriage.headless import run_headless
 
         return run_headless(args)
     from gputriage.tui.launch import run_tui

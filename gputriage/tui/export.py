@@ -29,7 +29,7 @@ def summary_stem(facts: FactSet, now: float) -> str:
 def export_summary(directory: Path, session: Session, evidence: EvidenceSet, facts: FactSet,
                    transcript: Transcript, notes: Sequence[Note], now: float) -> tuple[Path, ...]:
     """Write ``<stem>.md`` and ``<stem>.json`` into ``directory``; return both paths."""
-    from gputriage.report.headless import render
+    from gputriage.report.render import render
     from gputriage.report.write import atomic_write
 
     stem = summary_stem(facts, now)

@@ -13,17 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gputriage.errors import GputriageError
-
-if TYPE_CHECKING:
-    from gputriage.evidence.model import EvidenceSet
-    from gputriage.facts.model import FactSet
-    from gputriage.playbook.transcript import Transcript
-    from gputriage.report.notes import Note
 
 EXIT_FINDING = 0
 EXIT_UNDETERMINED = 3
@@ -47,6 +39,7 @@ def run_headless(args: argparse.Namespace) -> int:
     from gputriage.playbook.engine import walk
     from gputriage.playbook.loader import load_playbooks
     from gputriage.report.notes import read_notes_file
+    from gputriage.report.render import render
     from gputriage.report.write import atomic_write
     from gputriage.session import open_session
 
@@ -74,15 +67,3 @@ def run_headless(args: argparse.Namespace) -> int:
     if transcript.undetermined or not transcript.findings:
         return EXIT_UNDETERMINED
     return EXIT_FINDING
-
-
-def render(fmt: str, session: str, context: str, evidence: EvidenceSet, facts: FactSet,
-           transcript: Transcript, notes: Sequence[Note]) -> str:
-    """The summary in ``fmt`` ("md" or "json"); shared by headless mode and the TUI export."""
-    from gputriage.report.json import render_json
-    from gputriage.report.markdown import render_markdown
-    from gputriage.report.summary import build_summary
-
-    summary = build_summary(session=session, context=context, evidence=evidence, facts=facts,
-                            transcript=transcript, notes=notes)
-    return render_json(summary) if fmt == "json" else render_markdown(summary)
