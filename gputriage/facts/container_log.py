@@ -26,6 +26,7 @@ from gputriage.parsers.container_log import (
     OOM_IDS,
     LogMatch,
     LogScan,
+    cdi_devices,
     other_process_mib,
     scan_container_log,
 )
@@ -51,13 +52,15 @@ _FLAGS: dict[str, frozenset[str]] = {
     "no_cuda_device": frozenset({"no_cuda_device", "no_nvidia_driver"}),
     "illegal_memory_access": frozenset({"illegal_memory_access"}),
     "ecc_uncorrectable": frozenset({"ecc_uncorrectable"}),
+    "dataloader_killed": frozenset({"dataloader_killed"}),
+    "cdi_unresolvable": frozenset({"cdi_unresolvable"}),
 }
 
 SPEC = GroupSpec(
     name="container_log",
     doc="GPU failure signatures in the container's current and previous logs: CUDA/PyTorch/"
-        "TensorFlow/vLLM out of memory (with sizes), NCCL /dev/shm and timeouts, NVML and "
-        "driver errors.",
+        "TensorFlow/vLLM out of memory (with sizes), NCCL /dev/shm and timeouts, data-loader "
+        "workers killed, NVML, driver and CDI errors.",
     sources=(Key.CONTAINER_LOG, Key.CONTAINER_LOG_PREVIOUS),
     fields={
         "logs_read": FieldSpec("list<string>", [],
@@ -103,6 +106,18 @@ SPEC = GroupSpec(
                                            "(app bug, or a GPU fault: compare kernel Xids)."),
         "ecc_uncorrectable": FieldSpec("bool", False,
                                        "CUDA reported an uncorrectable ECC error."),
+        "dataloader_killed": FieldSpec("bool", False,
+                                       "\"DataLoader worker (pid N) is killed by signal: "
+                                       "Killed\": a PyTorch data-loader worker got SIGKILL, "
+                                       "usually from the OOM killer at the container's memory "
+                                       "limit (compare kernel.cgroup_oom_kills)."),
+        "cdi_unresolvable": FieldSpec("bool", False,
+                                      "\"unresolvable CDI devices ...\": the runtime found no "
+                                      "CDI spec defining the container's devices (specs not "
+                                      "generated yet, or for another driver root)."),
+        "cdi_devices": FieldSpec("list<string>", [],
+                                 "CDI device names those messages list, e.g. "
+                                 "nvidia.com/gpu=all, management.nvidia.com/gpu=0."),
         "signature_ids": FieldSpec("list<string>", [], "Distinct signature ids found."),
         "signature_counts": FieldSpec("map", {},
                                       "Hits per signature id across both logs (all hits, "
@@ -149,6 +164,10 @@ def _facts(read: list[tuple[Evidence, LogScan]]) -> FactGroup:
         values[flag] = bool(hits)
         if hits:
             cites[flag] = hits[:MAX_CITES]
+    cdi = [(ev, m) for ev, m in found if m.id == "cdi_unresolvable"]
+    values["cdi_devices"] = list(dict.fromkeys(d for _, m in cdi for d in cdi_devices(m.text)))
+    if values["cdi_devices"]:
+        cites["cdi_devices"] = [ev.cite(m.line, m.text) for ev, m in cdi][:MAX_CITES]
     oom = _latest_oom(read)
     if oom is not None:
         ev, match = oom

@@ -14,7 +14,12 @@ from typing import Any
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, LineRef
 from gputriage.facts.model import FactGroup, FieldSpec, GroupSpec, Target, known, reason_for
 from gputriage.facts.model import unknown as unknown_group
-from gputriage.parsers.device_plugin import DevicePluginLog, parse_device_plugin_log
+from gputriage.parsers.device_plugin import (
+    DevicePluginLog,
+    UnhealthyDevice,
+    parse_device_plugin_log,
+)
+from gputriage.xid import catalog
 
 #: (label, value) pairs that mark the device-plugin pod, most specific first.
 PLUGIN_POD_LABELS: tuple[tuple[str, str], ...] = (
@@ -79,8 +84,11 @@ SPEC = GroupSpec(
             "list<map>", [],
             "Devices the plugin marked unhealthy: {uuid, xid (0 when not an Xid), resource, "
             "reason (xid | nvml_error | too_old | no_handle | placement_unknown | "
-            "events_unsupported | event_wait_failed), line}. uuid is \"all\" for \"All devices "
-            "will go unhealthy\". The plugin never marks them healthy again until it restarts."),
+            "events_unsupported | event_wait_failed), line, xid_klass and "
+            "xid_immediate_action (that Xid's class and NVIDIA's immediate-action bucket in the "
+            "Xid catalog, e.g. application / RESTART_APP; '' when not an Xid or not "
+            "catalogued)}. uuid is \"all\" for \"All devices will go unhealthy\". The plugin "
+            "never marks them healthy again until it restarts."),
         "unhealthy_xids": FieldSpec("list<int>", [],
                                     "Sorted unique Xid codes that made the plugin mark a "
                                     "device unhealthy."),
@@ -157,7 +165,7 @@ def _refs(ev: Evidence, lines: list[int]) -> list[LineRef]:
 
 def _from_log(log: DevicePluginLog, ev: Evidence, values: dict[str, Any],
               cites: dict[str, list[LineRef]]) -> None:
-    unhealthy = [d.to_fact() for d in log.unhealthy]
+    unhealthy = [_unhealthy_fact(d) for d in log.unhealthy]
     unhealthy_lines = [n for d in log.unhealthy for n in d.lines]
     config = log.config.to_fact()
     registered = [r for r, _ in log.registered]
@@ -211,6 +219,13 @@ def _from_log(log: DevicePluginLog, ev: Evidence, values: dict[str, Any],
     for name, lines in line_sets.items():
         if lines:
             cites[name] = _refs(ev, lines)
+
+
+def _unhealthy_fact(device: UnhealthyDevice) -> dict[str, Any]:
+    """One ``unhealthy_devices`` entry, with what NVIDIA's catalog says about its Xid."""
+    info = catalog.lookup(device.xid) if device.xid else None
+    return {**device.to_fact(), "xid_klass": info.klass if info else "",
+            "xid_immediate_action": info.immediate if info else ""}
 
 
 def find_plugin_pod(items: list[Any], node: str = "") -> dict[str, Any] | None:

@@ -1,19 +1,24 @@
-"""Fact group ``kernel``: Xids, SXids, lost GPUs and driver trouble in the node's kernel log.
+"""Fact group ``kernel``: Xids, SXids, lost GPUs, driver trouble and OOM kills in the node's
+kernel log.
 
 Built from ``dmesg.log`` (``dmesg -T`` or ``journalctl -k``). Lists are bounded so that a log
 flooded with one Xid (11,000 Xid 45 per node are real) stays cheap: they keep the first line of
-every distinct (code, GPU) and the most recent lines; counts cover everything.
+every distinct (code, GPU) and the most recent lines; counts cover everything. Each Xid carries
+NVIDIA's immediate action from the catalog (``immediate_action``), so a playbook can act on the
+bucket (``RESET_GPU``, ``RESTART_APP``...) instead of listing codes. OOM kills join the
+``oom-kill:`` line (cgroups, pod UID) with the ``Killed process`` line that follows it.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, LineRef
 from gputriage.facts.model import FactGroup, FieldSpec, GroupSpec, Target, known, unknown_from
-from gputriage.parsers.kernel import KernelLogReader, KernelRecord, Kind, iter_lines
+from gputriage.parsers.kernel import KernelLogReader, KernelRecord, Kind, iter_lines, pod_of_cgroup
 from gputriage.xid import catalog
 from gputriage.xid.decode import recovery_fact, sxid_fact, sxid_fatal, xid_fact
 
@@ -25,16 +30,27 @@ MAX_FIRSTS = 200
 MAX_CITES = 20
 #: Distinct driver-load errors, RmInitAdapter errors and GPU identities kept.
 MAX_DISTINCT = 50
+#: Most recent OOM kills kept per scope (cgroup / node).
+MAX_OOM_KILLS = 100
+#: How far (in lines) an ``oom-kill:`` line and its ``Killed process`` line may be apart.
+OOM_JOIN_LINES = 8
 
 _XID_KEYS = ("code, pci, gpu_instance, compute_instance (-1 without MIG), pid ('<unknown>' or '' "
              "when not printed), process, message, timestamp (as printed), time (ISO or ''), line, "
-             "klass, mnemonic, description, action, plugin_skips, hardware, severity, unit, link, "
-             "caused_by, gpc, tpc, sm (-1 when absent), device, origin")
+             "klass, mnemonic, description, action, immediate_action (NVIDIA's immediate-action "
+             "bucket: RESET_GPU, RESTART_APP, RESTART_BM, IGNORE, CONTACT_SUPPORT, WORKFLOW_...; "
+             "'' when not catalogued), plugin_skips, hardware, severity, unit, link, caused_by, "
+             "gpc, tpc, sm (-1 when absent), device, origin")
+_OOM_KEYS = ("pid (-1 when not printed), process, constraint (CONSTRAINT_MEMCG, "
+             "CONSTRAINT_NONE...; '' when not printed), cgroup (the victim's memory cgroup), "
+             "pod_uid and container_id (named by that cgroup; '' when it names none), "
+             "anon_rss_kb (-1 when not printed), line, timestamp, time")
 
 SPEC = GroupSpec(
     name="kernel",
     doc="NVIDIA messages in the node's kernel log: Xid and SXid errors, GPUs fallen off the "
-        "bus, initialisation failures, GSP timeouts and driver-load problems.",
+        "bus, initialisation failures, GSP timeouts and driver-load problems; and the processes "
+        "the kernel's OOM killer killed (in a memory cgroup, or for the whole node).",
     sources=(Key.DMESG,),
     fields={
         "xids": FieldSpec("list<map>", [], f"Xid lines, oldest first. Keys: {_XID_KEYS}. "
@@ -42,7 +58,8 @@ SPEC = GroupSpec(
                           f"{MAX_LISTED}; see xids_omitted."),
         "xid_codes": FieldSpec("list<int>", [], "Distinct Xid codes seen, sorted."),
         "xid_summary": FieldSpec("list<map>", [], "One entry per Xid code, sorted by code: code, "
-                                 "count, pcis (list), mnemonic, klass, first_line, last_line."),
+                                 "count, pcis (list), mnemonic, klass, immediate_action, "
+                                 "first_line, last_line."),
         "xids_omitted": FieldSpec("int", 0, "Xid lines not listed in xids because of the bound."),
         "sxids": FieldSpec("list<map>", [], "NVSwitch SXid events (kernel and Fabric Manager "
                            "log), oldest first: code, severity (fatal|nonfatal|''), fatal, link, "
@@ -81,6 +98,14 @@ SPEC = GroupSpec(
                                              "(GPUDirect RDMA noise, not a fault by itself)."),
         "latest_xid": FieldSpec("map", {}, "The last Xid line (same keys as xids); {} when "
                                 "none."),
+        "cgroup_oom_kills": FieldSpec("list<map>", [], "Processes the OOM killer killed because "
+                                      "a memory cgroup (a container's or pod's limit) was full, "
+                                      f"oldest first, the latest {MAX_OOM_KILLS}. Keys: "
+                                      f"{_OOM_KEYS}. Match a pod with k.pod_uid == pod.uid."),
+        "node_oom_kills": FieldSpec("list<map>", [], "Processes the OOM killer killed because "
+                                    "the whole node ran out of memory (no cgroup limit "
+                                    f"involved), oldest first, the latest {MAX_OOM_KILLS}; same "
+                                    "keys as cgroup_oom_kills."),
         "lines_scanned": FieldSpec("int", 0, "Lines of the kernel log read."),
     },
 )
@@ -135,12 +160,14 @@ class _Collector:
         self.identity_lines = _Sample(3, MAX_CITES)
         self.last_identity = ""
         self.peermem = _Sample(1, 1)
+        self.oom = _OomKills()
         self._handlers: dict[Kind, Callable[[KernelRecord], None]] = {
             Kind.XID: self._on_xid, Kind.SXID: self._on_sxid,
             Kind.SXID_DETAIL: self._on_sxid_detail, Kind.FALLEN_OFF_BUS: self._fallen,
             Kind.RM_INIT_ADAPTER: self._on_rm_init_adapter, Kind.GSP_TIMEOUT: self._on_gsp_timeout,
             Kind.DRIVER_LOAD: self._on_driver_load, Kind.DRIVER_VERSION: self._on_driver_version,
             Kind.GPU_IDENTITY: self._on_gpu_identity, Kind.PEERMEM: self._on_peermem,
+            Kind.OOM_KILL: self.oom.add,
         }
 
     def add(self, rec: KernelRecord) -> None:
@@ -154,7 +181,8 @@ class _Collector:
         self.latest = rec
         entry = self.summary.setdefault(rec.code, {
             "code": rec.code, "count": 0, "pcis": [], "mnemonic": info.mnemonic if info else "",
-            "klass": info.klass if info else "", "first_line": rec.line, "last_line": rec.line})
+            "klass": info.klass if info else "", "immediate_action": info.immediate if info else "",
+            "first_line": rec.line, "last_line": rec.line})
         entry["count"] += 1
         entry["last_line"] = rec.line
         if rec.pci and rec.pci not in entry["pcis"] and len(entry["pcis"]) < MAX_DISTINCT:
@@ -227,14 +255,15 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     ev = evidence.get_or_missing(Key.DMESG)
     if not ev.ok:
         return unknown_from(SPEC, ev)
-    reader = KernelLogReader()
+    reader = KernelLogReader(oom_kills=True)
     c = _Collector()
     for rec in reader.records(iter_lines(ev.raw)):
         c.add(rec)
     xids = c.xids.records()
     sxids = c.sxids.records()
+    cgroup_kills, node_kills = c.oom.done()
     values: dict[str, Any] = {
-        "xids": [xid_fact(r) for r in xids],
+        "xids": [_xid_entry(r) for r in xids],
         "xid_codes": sorted(c.summary),
         "xid_summary": [c.summary[code] for code in sorted(c.summary)],
         "xids_omitted": c.xids.count - len(xids),
@@ -254,7 +283,9 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         "driver_version": c.banner.detail if c.banner else "",
         "gpu_identities": list(c.identities.values()),
         "peermem_invalid_context": c.peermem.count,
-        "latest_xid": xid_fact(c.latest) if c.latest else {},
+        "latest_xid": _xid_entry(c.latest) if c.latest else {},
+        "cgroup_oom_kills": [k.fact() for k in cgroup_kills],
+        "node_oom_kills": [k.fact() for k in node_kills],
         "lines_scanned": reader.lines_scanned,
     }
     cites: dict[str, list[LineRef]] = {
@@ -271,6 +302,8 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         "driver_load_errors": c.driver_load.cites(ev),
         "gpu_identities": c.identity_lines.cites(ev),
         "peermem_invalid_context": c.peermem.cites(ev),
+        "cgroup_oom_kills": [k.cite(ev) for k in cgroup_kills][-MAX_CITES:],
+        "node_oom_kills": [k.cite(ev) for k in node_kills][-MAX_CITES:],
     }
     if c.latest:
         cites["latest_xid"] = [ev.cite(c.latest.line, c.latest.text)]
@@ -281,6 +314,79 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     cites["xid_summary"] = cites["xid_codes"]
     cites["application_xids_only"] = cites["xids"] if values["application_xids_only"] else []
     return known(SPEC, values, {k: v for k, v in cites.items() if v})
+
+
+def _xid_entry(rec: KernelRecord) -> dict[str, Any]:
+    """One ``kernel.xids`` entry: the decoded line plus NVIDIA's immediate-action bucket."""
+    info = catalog.lookup(rec.code)
+    return {**xid_fact(rec), "immediate_action": info.immediate if info else ""}
+
+
+@dataclass
+class _OomKill:
+    """One OOM kill, from its ``oom-kill:`` line, its ``Killed process`` line, or both."""
+
+    first: KernelRecord
+    scope: str
+    pid: str
+    process: str
+    constraint: str
+    cgroup: str
+    rss_kb: int
+
+    @classmethod
+    def of(cls, rec: KernelRecord) -> _OomKill:
+        return cls(rec, rec.unit, rec.pid, rec.process, rec.detail, rec.cgroup, rec.rss_kb)
+
+    def joins(self, rec: KernelRecord) -> bool:
+        """Does ``rec`` report the same kill (same pid, a few lines later)?"""
+        return (bool(self.pid) and rec.pid == self.pid
+                and rec.line - self.first.line <= OOM_JOIN_LINES)
+
+    def join(self, rec: KernelRecord) -> None:
+        self.scope = self.scope or rec.unit
+        self.process = self.process or rec.process
+        self.constraint = self.constraint or rec.detail
+        self.cgroup = self.cgroup or rec.cgroup
+        self.rss_kb = self.rss_kb if self.rss_kb >= 0 else rec.rss_kb
+
+    def fact(self) -> dict[str, Any]:
+        pod_uid, container_id = pod_of_cgroup(self.cgroup)
+        return {"pid": int(self.pid) if self.pid.isdigit() else -1, "process": self.process,
+                "constraint": self.constraint, "cgroup": self.cgroup, "pod_uid": pod_uid,
+                "container_id": container_id, "anon_rss_kb": self.rss_kb,
+                "line": self.first.line, "timestamp": self.first.timestamp,
+                "time": self.first.time}
+
+    def cite(self, evidence: Evidence) -> LineRef:
+        return evidence.cite(self.first.line, self.first.text)
+
+
+class _OomKills:
+    """Joins OOM-killer records into kills and keeps the latest of each scope."""
+
+    def __init__(self) -> None:
+        self._open: _OomKill | None = None
+        self._kept: dict[str, deque[_OomKill]] = {
+            "cgroup": deque(maxlen=MAX_OOM_KILLS), "node": deque(maxlen=MAX_OOM_KILLS)}
+
+    def add(self, rec: KernelRecord) -> None:
+        if self._open is not None and self._open.joins(rec):
+            self._open.join(rec)
+            return
+        self._close()
+        self._open = _OomKill.of(rec)
+
+    def _close(self) -> None:
+        kill, self._open = self._open, None
+        # A bare "Killed process" line whose first line is not in the log has no scope: it
+        # cannot be told apart, so it is left out rather than guessed.
+        if kill is not None and kill.scope in self._kept:
+            self._kept[kill.scope].append(kill)
+
+    def done(self) -> tuple[list[_OomKill], list[_OomKill]]:
+        self._close()
+        return list(self._kept["cgroup"]), list(self._kept["node"])
 
 
 def _cite_sample(evidence: Evidence, records: list[KernelRecord]) -> list[LineRef]:

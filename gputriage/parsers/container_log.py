@@ -60,6 +60,12 @@ SIGNATURES: tuple[Signature, ...] = (
          r"exception|NCCL (?:communicator|operation) (?:was aborted|timed out)"),
     _sig("shm_bus_error", "a process died with SIGBUS, typically shared memory (/dev/shm) full",
          r"\bBus error\b|bus error encountered in worker|insufficient shared memory \(shm\)"),
+    _sig("dataloader_killed", "a PyTorch DataLoader worker was SIGKILLed, usually by the "
+         "kernel's OOM killer at the container's memory limit",
+         r"DataLoader worker \(pid\(?s?\)? [\d, ]+\) is killed by signal: Killed"),
+    _sig("cdi_unresolvable", "the container runtime could not resolve the container's CDI "
+         "devices: no CDI spec on the node defines them",
+         r"unresolvable CDI devices?\b"),
     _sig("driver_insufficient", "the image's CUDA runtime is newer than the node's driver",
          r"CUDA driver version is insufficient for CUDA runtime version"
          r"|cudaErrorInsufficientDriver|The NVIDIA driver on your system is too old"),
@@ -86,6 +92,15 @@ OOM_IDS = frozenset({"torch_cuda_oom", "vllm_free_memory_low", "vllm_no_cache_me
                      "vllm_kv_cache_too_small", "tf_oom", "xla_oom", "cuda_error_oom"})
 
 _MAX_LINE = 2000
+
+_CDI_DEVICES = re.compile(r"unresolvable CDI devices? "
+                          r"(?P<devs>[\w./-]+=[\w.-]+(?::\d+)?(?:,\s*[\w./-]+=[\w.-]+(?::\d+)?)*)")
+
+
+def cdi_devices(line: str) -> list[str]:
+    """The CDI device names (``vendor/class=name``) an ``unresolvable CDI devices`` line lists."""
+    m = _CDI_DEVICES.search(line)
+    return [d.strip() for d in m["devs"].split(",")] if m else []
 
 
 @dataclass(frozen=True)
@@ -159,6 +174,10 @@ def extract_numbers(sig_id: str, line: str) -> dict[str, float]:
         m = re.search(r"to (\d+) bytes|\(size (\d+)\)", line)
         if m:
             return {"shm_request_mib": _mib(m[1] or m[2], "bytes")}
+    if sig_id == "dataloader_killed":
+        m = re.search(r"\(pid\(?s?\)? (\d+)", line)
+        if m:
+            return {"pid": float(m[1])}
     if sig_id == "nccl_timeout":
         m = re.search(r"Timeout\(ms\)=(\d+)", line)
         if m:

@@ -260,7 +260,7 @@ def _scan(out: DevicePluginLog, line: LogLine, msg: str) -> None:
     ignored = _IGNORED_XIDS.search(msg)
     if ignored:
         out.ignored_xids_line = n
-        out.ignored_xids = sorted({int(x) for x, flag in
+        out.ignored_xids = sorted({_number(x) for x, flag in
                                    re.findall(r"(\d+)(?::(true|false))?", ignored["list"])
                                    if flag != "false"})
         if 0 in out.ignored_xids:  # the plugin's "all Xids" sentinel
@@ -278,12 +278,12 @@ def _scan_health(out: DevicePluginLog, msg: str, n: int) -> bool:
     """Health-check lines; True when the line was one (so it is not also an "error")."""
     m = _XID_DEVICE.search(msg)
     if m:
-        _unhealthy(out, m["uuid"] or m["dev"], n, xid=int(m["xid"]), reason="xid")
+        _unhealthy(out, m["uuid"] or m["dev"], n, xid=_number(m["xid"]), reason="xid")
         return True
     m = _XID_ALL.search(msg) or _XID_UNKNOWN_DEVICE.search(msg)
     if m:
         _note(out.all_unhealthy, _tidy(m.group(0)), n)
-        _unhealthy(out, "all", n, xid=int(m["xid"]), reason="xid")
+        _unhealthy(out, "all", n, xid=_number(m["xid"]), reason="xid")
         return True
     m = _MARKED.search(msg)
     if m:
@@ -302,8 +302,8 @@ def _scan_health(out: DevicePluginLog, msg: str, n: int) -> bool:
     ev = _EVENT.search(msg)
     if ev:
         values = dict(_EVENT_FIELD.findall(ev["body"]))
-        etype = int(values.get("EventType", "0"))
-        data = int(values.get("EventData", "0"))
+        etype = _number(values.get("EventType", "0"))
+        data = _number(values.get("EventData", "0"))
         if ev["verb"].startswith("Processing"):
             if etype == 8:
                 out.processed_xids.append((data, n))
@@ -313,10 +313,16 @@ def _scan_health(out: DevicePluginLog, msg: str, n: int) -> bool:
         return True
     gke = _GKE_SKIP.search(msg)
     if gke:
-        out.skipped_events.append({"type": 8, "kind": "xid", "xid": int(gke["a"] or gke["b"]),
+        out.skipped_events.append({"type": 8, "kind": "xid", "xid": _number(gke["a"] or gke["b"]),
                                    "line": n})
         return True
     return False
+
+
+def _number(digits: str) -> int:
+    """``int(digits)``, or -1 for a number no Xid, event type or code can be (20+ digits):
+    ``int()`` refuses strings over 4,300 digits, and a hostile log must not make it raise."""
+    return int(digits) if len(digits) < 20 else -1
 
 
 def _unhealthy(out: DevicePluginLog, device: str, line: int, *, xid: int = 0,

@@ -9,6 +9,11 @@ a line that is not understood simply yields no record.
 
 Multi-line driver messages (the probe-time "fallen off the bus" text, nouveau conflicts, API
 mismatches) are joined into one record that starts at their first line.
+
+A reader made with ``oom_kills=True`` also reports the kernel OOM killer's victims
+(``oom-kill:constraint=...`` and ``[Memory cgroup] out of memory: Killed process N (name)``
+lines), with the memory cgroup and the pod UID and container id it names; the Xid decoder
+leaves them out.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Kind(enum.StrEnum):
     DRIVER_VERSION = "driver_version"  # the "loading NVIDIA UNIX ... Kernel Module" banner
     GPU_IDENTITY = "gpu_identity"  # PCI id -> UUID / board serial lines
     PEERMEM = "peermem"  # nvidia-peermem "invalid context" (GPUDirect RDMA noise)
+    OOM_KILL = "oom_kill"  # the kernel OOM killer chose a victim (only with oom_kills=True)
     OTHER_NVRM = "other_nvrm"  # any other NVRM line
 
 
@@ -47,7 +53,10 @@ class KernelRecord:
 
     ``pci`` is normalised to ``DDDD:BB:DD`` in upper case (``0000:3B:00``) whatever the line
     printed (``PCI:0000:3b:00``, ``0000:3b:00.0``, ``00000000:3B:00.0``). Integer fields that a
-    line does not carry are ``-1`` (``code`` and ``caused_by`` are ``0``).
+    line does not carry are ``-1`` (``code`` and ``caused_by`` are ``0``). For OOM kills,
+    ``unit`` is the scope (``cgroup``: a memory cgroup hit its limit; ``node``: the whole node
+    ran out; ``""`` when the line does not say) and ``detail`` the kernel's constraint
+    (``CONSTRAINT_MEMCG``, ``CONSTRAINT_NONE``...).
     """
 
     kind: Kind
@@ -79,6 +88,8 @@ class KernelRecord:
     first: bool = False  # SXid "(First)"
     detail: str = ""  # kind-specific: RmInitAdapter code, driver version, UUID, serial...
     origin: str = "kernel"  # kernel | fabricmanager | device-plugin
+    cgroup: str = ""  # OOM kills: the victim's memory cgroup (task_memcg, else oom_memcg)
+    rss_kb: int = -1  # OOM kills: the victim's anon-rss in kB when printed
 
 
 @dataclass(frozen=True)
@@ -286,6 +297,68 @@ _DRIVER_LOAD: tuple[tuple[re.Pattern[str], str], ...] = (
      "the nvidia kernel module does not match the running kernel"),
 )
 
+# --- the kernel OOM killer ----------------------------------------------------------------
+
+#: ``oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=...,oom_memcg=...,task_memcg=...,task=...,
+#: pid=N,uid=N`` (Linux 4.19+), the line that names the cgroups.
+_OOM_KILL = re.compile(r"oom-kill:\s*constraint=(?P<constraint>CONSTRAINT_[A-Z_]+)")
+_OOM_FIELD = {
+    "oom_memcg": re.compile(r"[,\s]oom_memcg=(?P<v>[^,\s]*)"),
+    "task_memcg": re.compile(r"[,\s]task_memcg=(?P<v>[^,\s]*)"),
+    "task": re.compile(r"[,\s]task=(?P<v>.*?),pid="),
+    "pid": re.compile(r"[,\s]pid=(?P<v>\d{1,10})\b"),
+}
+#: ``Memory cgroup out of memory: Killed process 12345 (python) total-vm:...kB, anon-rss:...``,
+#: ``Out of memory: Kill process 456 (python) score 50 or sacrifice child`` (before 4.19), the
+#: bare ``Killed process N (name) ...`` that follows it, and ``Killed process N, UID U, (name)``.
+_OOM_VICTIM = re.compile(
+    r"(?:(?P<scope>Memory cgroup out of memory|Out of memory)(?: \([\w ]+\))?:\s*)?"
+    r"Kill(?:ed)? process (?P<pid>\d{1,10})(?:, UID \d+,)? \((?P<name>.*?)\)(?=[\s,.]|$)")
+_OOM_RSS = re.compile(r"anon-rss:\s*(?P<kb>\d{1,15})\s*kB")
+#: Constraints the kernel prints; anything else is not an OOM kill line.
+_OOM_CONSTRAINTS = frozenset({"CONSTRAINT_NONE", "CONSTRAINT_CPUSET",
+                              "CONSTRAINT_MEMORY_POLICY", "CONSTRAINT_MEMCG"})
+#: A pod's cgroup: ``pod<uid>`` (cgroupfs) or ``...-pod<uid_with_underscores>.slice`` (systemd).
+_POD_CGROUP = re.compile(r"pod(?P<uid>[0-9a-fA-F]{8}(?:[-_][0-9a-fA-F]{4}){3}[-_][0-9a-fA-F]{12})")
+#: The container's cgroup: the last path element, a 64-hex id with a runtime's prefix or not.
+_CONTAINER_CGROUP = re.compile(r"/(?:cri-containerd-|crio-|docker-|containerd-)?"
+                               r"(?P<id>[0-9a-f]{64})(?:\.scope)?/?$")
+
+
+def pod_of_cgroup(path: str) -> tuple[str, str]:
+    """(pod UID, container id) named by a kubelet-managed cgroup path ("" for each not named).
+
+    Both cgroup drivers are understood: ``/kubepods/burstable/pod<uid>/<id>`` (cgroupfs) and
+    ``/kubepods.slice/.../kubepods-burstable-pod<uid_with_underscores>.slice/
+    cri-containerd-<id>.scope`` (systemd); the UID comes back with dashes, in lower case.
+    """
+    pod = _POD_CGROUP.search(path)
+    container = _CONTAINER_CGROUP.search(path)
+    return (pod["uid"].replace("_", "-").lower() if pod else "",
+            container["id"] if container else "")
+
+
+def _oom_kill(base: _Fields, body: str) -> KernelRecord | None:
+    """An OOM-killer record from an ``oom-kill:`` line or a ``Killed process`` line."""
+    if m := _OOM_KILL.search(body):
+        constraint = m["constraint"]
+        if constraint not in _OOM_CONSTRAINTS:
+            return None
+        found = {k: (f["v"] if (f := p.search(body, m.end())) else "")
+                 for k, p in _OOM_FIELD.items()}
+        return _make(base, kind=Kind.OOM_KILL, message=body[m.start():], detail=constraint,
+                     unit="cgroup" if constraint == "CONSTRAINT_MEMCG" else "node",
+                     pid=found["pid"], process=found["task"],
+                     cgroup=found["task_memcg"] or found["oom_memcg"])
+    if m := _OOM_VICTIM.search(body):
+        scope = {"Memory cgroup out of memory": "cgroup", "Out of memory": "node"}
+        rss = _OOM_RSS.search(body, m.end())
+        return _make(base, kind=Kind.OOM_KILL, message=body[m.start():], pid=m["pid"],
+                     process=m["name"], unit=scope.get(m["scope"] or "", ""),
+                     rss_kb=int(rss["kb"]) if rss else -1)
+    return None
+
+
 # --- reading ---------------------------------------------------------------------------------
 
 #: Keyword arguments of a KernelRecord being assembled.
@@ -335,8 +408,9 @@ class KernelLogReader:
     lines read so far.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, oom_kills: bool = False) -> None:
         self.lines_scanned = 0
+        self._oom = oom_kills  # also report the kernel OOM killer's victims
         self._probe_pci = ""  # "The NVIDIA GPU <pci>" waiting for its "fallen off the bus"
         self._probe_line = 0
 
@@ -345,7 +419,7 @@ class KernelLogReader:
         for lineno, raw in enumerate(lines, 1):
             self.lines_scanned = lineno
             line = raw[:MAX_LINE].rstrip("\r\n")
-            if not _relevant(line):
+            if not (_relevant(line) or (self._oom and _oom_relevant(line))):
                 if pending:
                     yield from self._finish(pending)
                     pending = None
@@ -410,6 +484,8 @@ class KernelLogReader:
             at = _TRAILING_PCI.search(m["rest"])
             return _xid(base, m["code"], m["rest"], pci=at["pci"] if at else "")
         if "NVRM" not in body:
+            if self._oom and _oom_relevant(body):
+                return _oom_kill(base, body)
             return _non_nvrm(base, body)
         message = body[body.index("NVRM:") + 5:].strip() if "NVRM:" in body else body
         base = {**base, "message": message}
@@ -568,6 +644,11 @@ def _relevant(line: str) -> bool:
     """Cheap test run on every line before any regular expression."""
     return ("NVRM" in line or "Xid" in line or "XID" in line or "nvidia" in line
             or "NVSwitch" in line or "fallen off the bus" in line)
+
+
+def _oom_relevant(line: str) -> bool:
+    """Cheap test for the OOM killer's lines: ``Kill[ed] process`` and ``oom-kill:``."""
+    return "Kill process" in line or "Killed process" in line or "oom-kill:" in line
 
 
 def iter_records(lines: Iterable[str]) -> Iterator[KernelRecord]:

@@ -92,7 +92,8 @@ def test_lost_001_xid_69_marks_the_device_unhealthy(cases: dict[str, Built]) -> 
     assert dp.known and dp.values["log_known"] and not dp.values["pod_known"]
     assert dp.values["unhealthy_devices"] == [{
         "uuid": "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8", "xid": 69,
-        "resource": "nvidia.com/gpu", "reason": "xid", "line": 1}]
+        "resource": "nvidia.com/gpu", "reason": "xid", "line": 1, "xid_klass": "application",
+        "xid_immediate_action": "RESTART_APP"}]
     assert dp.values["unhealthy_xids"] == [69] and not dp.values["registered"]
     assert [r.line for r in dp.cites["unhealthy_devices"]] == [1, 2]
 
@@ -113,7 +114,7 @@ def test_pending_016_too_old_for_health_checks(cases: dict[str, Built]) -> None:
     dp = b.facts["device_plugin"].values
     assert dp["unhealthy_devices"] == [{
         "uuid": "GPU-edae6d5d-6698-fb8d-2c6b-2a791224f089", "xid": 0, "resource": "",
-        "reason": "too_old", "line": 1}]
+        "reason": "too_old", "line": 1, "xid_klass": "", "xid_immediate_action": ""}]
     [event] = b.json("events.json")["items"]
     assert (event["reason"], event["message"]) == (
         "FailedScheduling", "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")

@@ -33,10 +33,10 @@ EXPECTED: dict[str, tuple[str, str]] = {
         "a webhook adds runtimeClassName nvidia but the RuntimeClass object never exists, so the "
         "API server rejects the pods ('RuntimeClass \"nvidia\" not found')"),
     "create-009": (
-        "undetermined",
-        "root cause: CDI specs not generated (toolkit started before the driver); the only "
-        "evidence is the toolkit container's own log line, and no container-log fact carries "
-        "'unresolvable CDI devices', so the walk cannot see it"),
+        "create.cdi-spec-missing",
+        "root cause: CDI specs not generated (toolkit started before the driver); the toolkit "
+        "container's own log says 'unresolvable CDI devices management.nvidia.com/gpu=all' "
+        "(container_log.cdi_unresolvable), which is exactly a CDI device no spec defines"),
     "create-013": (
         "undetermined",
         "root cause: pods re-admitted after a reboot before the plugin re-registered; the case "

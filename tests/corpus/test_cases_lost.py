@@ -61,10 +61,11 @@ NODE_WALKS: dict[str, str] = {
     "nvidia-smi/errors/unable-device-handle-gpu-is-lost-linux.txt": "lost.gpu-unreachable",
     "nvidia-smi/errors/unable-device-handle-unknown-error-2080ti-fell-off-bus.txt":
         "lost.gpu-unreachable",
+    # The driver, not a GPU: lost-card hands these to the node-onboarding checks.
     "nvidia-smi/errors/nvml-driver-library-version-mismatch-570.txt":
-        "lost.driver-library-mismatch",
+        "node.driver-library-mismatch",
     "nvidia-smi/errors/nvidia-smi-failed-communicate-driver-gpu-operator-exit9.txt":
-        "lost.driver-not-loaded",
+        "node.nvidia-driver-not-loaded",
     "nvidia-smi/errors/no-devices-were-found-plain.txt": "lost.gpu-init-failed",
     "nvidia-smi/text/gpud-a10-535.129.03-q-remap-pending.txt": "lost.row-remap-pending",
 }

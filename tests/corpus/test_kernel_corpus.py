@@ -269,3 +269,19 @@ def test_facts_from_corpus_files(corpus_dir: Path, name: str, facts: dict[str, A
         assert group.values[key] == value, key
     for refs in group.cites.values():
         assert all(ref.line > 0 and ref.text == ev.cite(ref.line).text for ref in refs)
+
+
+def test_oom_killer_lines_from_a_real_node(corpus_dir: Path) -> None:
+    """gpud's dmesg test log: memcg and node OOM kills around the Xid lines (kernel group)."""
+    name = "dmesg/xid13-43-sm-exception-dmesg-decode-gpud.log"
+    ev = decode(Key.DMESG, (corpus_dir / "gpu" / name).read_bytes(), source=f"bundle/{name}")
+    v = kernel.build(EvidenceSet([ev]), Target(), {}).values
+    assert [(k["line"], k["pid"], k["process"], k["pod_uid"], k["container_id"][:12])
+            for k in v["cgroup_oom_kills"]] == [
+        (19, -1, "", "", ""),  # the line is cut after nodemask=: a memcg kill, victim unknown
+        (23, 863987, "node", "a8697f49-441d-4d4f-90d2-6d8e1fa3bbe7", "3fc28fa1c647")]
+    assert [(k["line"], k["pid"], k["process"]) for k in v["node_oom_kills"]] == [
+        (20, 123, "httpd"), (21, 456, "python"), (22, 123, "httpd")]
+    assert [x["immediate_action"] for x in v["xid_summary"]] == ["RESTART_APP", "IGNORE"]
+    # The Xid decoder's own view of the file is unchanged: no OOM records without oom_kills.
+    assert {r.kind for r in parse_text(ev.raw).records} == {Kind.XID}

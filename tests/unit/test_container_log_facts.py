@@ -118,7 +118,8 @@ def test_every_field_is_declared_with_a_doc() -> None:
     ("oom-003-nccl-525-kubeflow-dev-shm", {"nccl_shm"}, ["nccl_shm"]),
     ("create-019-nct-251-nvml-unknown-error-daemon-reload", {"nvml_unknown_error"},
      ["nvml_unknown_error"]),
-    ("create-009-gpuop-531-toolkit-unresolvable-cdi-all", set(), []),
+    ("create-009-gpuop-531-toolkit-unresolvable-cdi-all", {"cdi_unresolvable"},
+     ["cdi_unresolvable"]),
     ("oom-007-triton-309-container-memory-limit-too-small", set(), []),
 ])
 def test_corpus_incident_logs(corpus_dir: Path, case: str, flags: set[str],
@@ -130,8 +131,14 @@ def test_corpus_incident_logs(corpus_dir: Path, case: str, flags: set[str],
     v = build(log(blob)).values
     assert v["signature_ids"] == ids
     set_flags = {f for f in ("cuda_oom", "nccl_shm", "nvml_unknown_error", "driver_insufficient",
-                             "no_cuda_device", "nccl_timeout") if v[f]}
+                             "no_cuda_device", "nccl_timeout", "cdi_unresolvable",
+                             "dataloader_killed") if v[f]}
     assert set_flags == flags
+    if case.startswith("create-009"):
+        assert v["cdi_devices"] == ["management.nvidia.com/gpu=all"]
+        assert [str(r) for r in build(log(blob)).cites["cdi_devices"]] == [
+            "bundle/container.log:1: unresolvable CDI devices management.nvidia.com/gpu=all: "
+            "unknown"]
     if case.startswith("oom-001"):
         # The issue: "the other pod/service allocated around 9GiB" of the 15 GiB T4.
         assert 9 * 1024 <= v["oom_other_process_mib"] <= 11 * 1024

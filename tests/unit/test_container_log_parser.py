@@ -9,6 +9,7 @@ import pytest
 
 from gputriage.parsers.container_log import (
     SIGNATURES,
+    cdi_devices,
     other_process_mib,
     parse_torch_oom,
     scan_container_log,
@@ -95,6 +96,8 @@ RuntimeError: Found no NVIDIA driver on your system. Please check that you have 
 cudaGetDeviceCount returned 100 -> no CUDA-capable device is detected
 RuntimeError: CUDA error: an illegal memory access was encountered
 RuntimeError: CUDA error: uncorrectable ECC error encountered
+RuntimeError: DataLoader worker (pid 3412) is killed by signal: Killed.
+Error: failed to create containerd task: unresolvable CDI devices nvidia.com/gpu=0:1, management.nvidia.com/gpu=all: unknown
 """
 
 
@@ -107,7 +110,8 @@ def test_every_signature_on_its_line() -> None:
         ("nccl_system_error", 14), ("nccl_timeout", 15), ("shm_bus_error", 16),
         ("driver_insufficient", 17), ("nvml_unknown_error", 18),
         ("nvml_insufficient_permissions", 19), ("no_nvidia_driver", 20), ("no_cuda_device", 21),
-        ("illegal_memory_access", 22), ("ecc_uncorrectable", 23)]
+        ("illegal_memory_access", 22), ("ecc_uncorrectable", 23), ("dataloader_killed", 24),
+        ("cdi_unresolvable", 25)]
     assert {s.id for s in SIGNATURES} - {m.id for m in scan.matches} == {"nvml_driver_mismatch"}
 
 
@@ -125,6 +129,32 @@ def test_numbers_carried_by_each_line() -> None:
     assert by_id["nccl_timeout"].numbers == {"timeout_ms": 600000.0}
     assert by_id["nvml_unknown_error"].numbers == {}
     assert by_id["torch_cuda_oom"].numbers["other_process_mib"] == 10563.17
+    assert by_id["dataloader_killed"].numbers == {"pid": 3412.0}
+    assert by_id["cdi_unresolvable"].numbers == {}
+    assert cdi_devices(by_id["cdi_unresolvable"].text) == ["nvidia.com/gpu=0:1",
+                                                           "management.nvidia.com/gpu=all"]
+
+
+@pytest.mark.parametrize(("line", "devices"), [
+    ("unresolvable CDI devices management.nvidia.com/gpu=all: unknown",
+     ["management.nvidia.com/gpu=all"]),
+    ("unresolvable CDI devices nvidia.com/gpu=GPU-6b0f4c1a-1b8c-4b7f-9c83-3a6a3b1d2f11",
+     ["nvidia.com/gpu=GPU-6b0f4c1a-1b8c-4b7f-9c83-3a6a3b1d2f11"]),
+    ("unresolvable CDI devices: unknown", []),
+    ("", []),
+])
+def test_cdi_device_names(line: str, devices: list[str]) -> None:
+    assert cdi_devices(line) == devices
+
+
+@pytest.mark.parametrize(("text", "ids"), [
+    ("DataLoader worker (pid 77) is killed by signal: Bus error. It is possible that "
+     "dataloader's workers are out of shared memory.", ["shm_bus_error"]),
+    ("DataLoader worker (pid(s) 77, 78) exited unexpectedly", []),
+    ("DataLoader worker (pid(s) 77) is killed by signal: Killed.", ["dataloader_killed"]),
+])
+def test_dataloader_worker_deaths(text: str, ids: list[str]) -> None:
+    assert [m.id for m in scan_container_log(text).matches] == ids
 
 
 def test_repeats_are_counted_but_capped() -> None:

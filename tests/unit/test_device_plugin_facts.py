@@ -85,7 +85,8 @@ def test_log_part() -> None:
     assert v["pod_reason"].startswith("pods on the pod's node: unavailable")
     assert v["registered"] and v["resources_registered"] == ["nvidia.com/gpu"]
     assert v["unhealthy_devices"] == [{"uuid": UUID, "xid": 79, "resource": "nvidia.com/gpu",
-                                       "reason": "xid", "line": 4}]
+                                       "reason": "xid", "line": 4, "xid_klass": "hardware",
+                                       "xid_immediate_action": "RESTART_BM"}]
     assert v["unhealthy_xids"] == [79] and v["skipped_xids"] == [13]
     assert (v["starts"], v["restarts"]) == (2, 1)
     assert v["errors"] == [{"message": "GRPC server for 'nvidia.com/gpu' crashed with error: EOF",
@@ -95,6 +96,25 @@ def test_log_part() -> None:
         f"b/device-plugin.log:4: {LOG.splitlines()[3]}",
         f"b/device-plugin.log:5: {LOG.splitlines()[4]}"]
     assert [r.line for r in g.cites["restarts"]] == [6]
+
+
+@pytest.mark.parametrize(("line", "entry"), [
+    # An application Xid the plugin does not skip: NVIDIA says restart the application.
+    ("XidCriticalError: Xid=69 on Device=GPU-1a2b, the device will go unhealthy.",
+     {"xid": 69, "reason": "xid", "xid_klass": "application",
+      "xid_immediate_action": "RESTART_APP"}),
+    ("XidCriticalError: Xid=48 on Device=GPU-1a2b, the device will go unhealthy.",
+     {"xid": 48, "reason": "xid", "xid_klass": "memory",
+      "xid_immediate_action": "WORKFLOW_XID_48"}),
+    ("XidCriticalError: Xid=173 on Device=GPU-1a2b, the device will go unhealthy.",
+     {"xid": 173, "reason": "xid", "xid_klass": "", "xid_immediate_action": ""}),
+    ("unable to get device handle from UUID: Unknown Error; marking it as unhealthy",
+     {"xid": 0, "reason": "no_handle", "xid_klass": "", "xid_immediate_action": ""}),
+])
+def test_unhealthy_devices_carry_the_xid_catalog_reading(line: str, entry: dict[str, Any]) -> None:
+    (device,) = build(evidence(log=f"I0101 00:00:00.0 1 health.go:1] {line}\n")).values[
+        "unhealthy_devices"]
+    assert {k: device[k] for k in entry} == entry
 
 
 def test_time_slicing_config_makes_the_gpu_shared() -> None:

@@ -302,3 +302,14 @@ PIECES = st.sampled_from([
 def test_never_raises_on_shuffled_real_pieces(text: str) -> None:
     log = parse_device_plugin_log(text)
     assert log.lines_scanned == len(text.splitlines())
+
+
+def test_absurdly_long_numbers_do_not_raise() -> None:
+    big = "9" * 5000  # int() refuses more than 4,300 digits
+    log = parse_device_plugin_log(
+        f"XidCriticalError: Xid={big} on Device=GPU-1a2b, the device will go unhealthy.\n"
+        f"Skipping event {{Device:{{Handle:0xc000}} EventType:{big} EventData:{big}}}\n"
+        f"Ignoring the following XIDs for health checks: [{big} 13]\n")
+    assert [(d.uuid, d.xid) for d in log.unhealthy] == [("GPU-1a2b", -1)]
+    assert log.ignored_xids == [-1, 13]
+    assert [(e["type"], e["xid"]) for e in log.skipped_events] == [(-1, 0)]

@@ -86,6 +86,10 @@ def test_values_match_the_declared_schema() -> None:
     assert set(g.values["latest_xid"]) == xid_keys
     for name in xid_keys:  # every key is named in the field's documentation
         assert name in kernel.SPEC.fields["xids"].doc, name
+    g, _ = facts_of(OOM_LOG)
+    for field in ("cgroup_oom_kills", "node_oom_kills"):
+        for kill in g.values[field]:
+            assert all(name in kernel.SPEC.fields["cgroup_oom_kills"].doc for name in kill)
 
 
 def test_citations_point_at_the_lines_with_their_text() -> None:
@@ -103,6 +107,80 @@ def test_citations_point_at_the_lines_with_their_text() -> None:
             assert ref.source == "bundle/dmesg.log" and ref.key == "dmesg"
     assert str(g.cites["fallen_off_bus"][0]).startswith(
         "bundle/dmesg.log:8: [Fri Aug 30 11:43:10 2024] NVRM: Xid (PCI:0000:91:00): 79")
+
+
+def test_each_xid_carries_nvidia_immediate_action() -> None:
+    g, _ = facts_of(NODE_LOG)
+    assert [(x["code"], x["immediate_action"]) for x in g.values["xids"]] == [
+        (48, "WORKFLOW_XID_48"), (63, "IGNORE"), (94, "RESTART_APP"), (79, "RESTART_BM"),
+        (154, "XID_154")]
+    assert g.values["latest_xid"]["immediate_action"] == "XID_154"
+    assert [(e["code"], e["immediate_action"]) for e in g.values["xid_summary"]] == [
+        (48, "WORKFLOW_XID_48"), (63, "IGNORE"), (79, "RESTART_BM"), (94, "RESTART_APP"),
+        (154, "XID_154")]
+    g, _ = facts_of("[ 12.5] NVRM: Xid (PCI:0000:3b:00): 999, pid=1, name=x, something\n")
+    assert g.values["xids"][0]["immediate_action"] == ""
+
+
+# A cgroup OOM kill of a data-loader worker of pod 0b4f6e1c-... (systemd cgroup driver), the
+# next kill joined from the two lines of a pre-4.19 kernel, and a node-wide OOM kill. Lines built
+# from mm/oom_kill.c's printk formats; the corpus carries the same forms
+# (dmesg/xid13-43-sm-exception-dmesg-decode-gpud.log, see tests/corpus).
+POD_UID = "0b4f6e1c-6a3e-4c55-9d1e-0123456789ab"
+CID = "3fc28fa1c647ceede9f6b340d0b16c9f1f663698972d22a52e296f291638e014"
+MEMCG = ("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+         f"{POD_UID.replace('-', '_')}.slice/cri-containerd-{CID}.scope")
+OOM_LOG = f"""\
+[Tue Mar  4 02:11:09 2025] python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=-997
+[Tue Mar  4 02:11:09 2025] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=cri-containerd-{CID}.scope,mems_allowed=0-1,oom_memcg={MEMCG},task_memcg={MEMCG},task=pt_data_worker,pid=4242,uid=0
+[Tue Mar  4 02:11:09 2025] Memory cgroup out of memory: Killed process 4242 (pt_data_worker) total-vm:35624912kB, anon-rss:16745684kB, file-rss:76420kB, shmem-rss:12kB, UID:0 pgtables:33460kB oom_score_adj:-997
+[Tue Mar  4 02:40:00 2025] Memory cgroup out of memory: Kill process 5005 (python) score 1990 or sacrifice child
+[Tue Mar  4 02:40:00 2025] Killed process 5005 (python) total-vm:22872336kB, anon-rss:8124016kB, file-rss:0kB, shmem-rss:0kB
+[Tue Mar  4 03:00:00 2025] NVRM: Xid (PCI:0000:3b:00): 45, pid=7007, name=python3, Ch 00000010
+[Tue Mar  4 03:00:01 2025] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,global_oom,task_memcg=/kubepods/besteffort/pod{POD_UID}/{CID},task=python3,pid=7007,uid=1000
+[Tue Mar  4 03:00:01 2025] Out of memory: Killed process 7007 (python3) total-vm:1024kB, anon-rss:512kB, file-rss:0kB, shmem-rss:0kB
+[Tue Mar  4 03:10:00 2025] Killed process 8008 (orphan) total-vm:1024kB, anon-rss:512kB
+"""
+
+
+def test_oom_kills_join_their_lines_and_name_the_pod() -> None:
+    g, _ = facts_of(OOM_LOG)
+    v = g.values
+    assert v["cgroup_oom_kills"] == [
+        {"pid": 4242, "process": "pt_data_worker", "constraint": "CONSTRAINT_MEMCG",
+         "cgroup": MEMCG, "pod_uid": POD_UID, "container_id": CID, "anon_rss_kb": 16745684,
+         "line": 2, "timestamp": "Tue Mar 4 02:11:09 2025", "time": "2025-03-04T02:11:09"},
+        {"pid": 5005, "process": "python", "constraint": "", "cgroup": "", "pod_uid": "",
+         "container_id": "", "anon_rss_kb": 8124016, "line": 4,
+         "timestamp": "Tue Mar 4 02:40:00 2025", "time": "2025-03-04T02:40:00"}]
+    (node_kill,) = v["node_oom_kills"]
+    assert (node_kill["pid"], node_kill["process"], node_kill["constraint"], node_kill["pod_uid"],
+            node_kill["anon_rss_kb"], node_kill["line"]) == (
+        7007, "python3", "CONSTRAINT_NONE", POD_UID, 512, 7)
+    # The bare "Killed process" line on line 9 has no first line to say its scope: left out.
+    assert [r.line for r in g.cites["cgroup_oom_kills"]] == [2, 4]
+    assert [r.line for r in g.cites["node_oom_kills"]] == [7]
+    assert v["xid_codes"] == [45]
+
+
+def test_oom_kills_in_cel() -> None:
+    cel = pytest.importorskip("cel")
+    g, _ = facts_of(OOM_LOG)
+    ctx: dict[str, Any] = {"kernel": g.to_context(), "pod": {"uid": POD_UID}}
+    assert cel.evaluate("kernel.cgroup_oom_kills.exists(k, k.pod_uid == pod.uid)", ctx) is True
+    assert cel.evaluate("kernel.cgroup_oom_kills.filter(k, k.pod_uid == pod.uid)"
+                        ".map(k, k.process)", ctx) == ["pt_data_worker"]
+    assert cel.evaluate("kernel.node_oom_kills.exists(k, k.pod_uid == pod.uid && "
+                        "k.anon_rss_kb > 0)", ctx) is True
+
+
+def test_oom_kills_are_bounded() -> None:
+    line = "[ 10.0] Memory cgroup out of memory: Killed process {n} (w{n}) total-vm:1kB\n"
+    g, _ = facts_of("".join(line.format(n=n) for n in range(1, 301)))
+    kills = g.values["cgroup_oom_kills"]
+    assert len(kills) == kernel.MAX_OOM_KILLS
+    assert (kills[0]["pid"], kills[-1]["pid"]) == (201, 300)
+    assert len(g.cites["cgroup_oom_kills"]) == kernel.MAX_CITES
 
 
 def test_conditions_in_cel_read_the_facts() -> None:
@@ -218,3 +296,14 @@ def test_a_log_without_gpu_messages_is_known_and_empty() -> None:
     assert g.known is True
     assert g.values == {**kernel.SPEC.defaults(), "lines_scanned": 1000}
     assert g.cites == {}
+
+
+def test_oom_lines_with_absurd_numbers_do_not_raise() -> None:
+    big = "9" * 5000  # int() refuses more than 4,300 digits
+    text = (f"[ 1.0] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),task=x,pid={big},uid=0\n"
+            f"[ 1.0] Memory cgroup out of memory: Killed process {big} (x) anon-rss:{big}kB\n"
+            "[ 2.0] Memory cgroup out of memory: Killed process 77 (y) anon-rss:1024kB\n")
+    g, _ = facts_of(text)
+    assert g.known
+    assert [(k["pid"], k["process"], k["anon_rss_kb"]) for k in g.values["cgroup_oom_kills"]] == [
+        (-1, "x", -1), (77, "y", 1024)]

@@ -20,6 +20,7 @@ from gputriage.parsers.kernel import (
     normalize_pci,
     parse_line,
     parse_text,
+    pod_of_cgroup,
 )
 
 
@@ -527,3 +528,75 @@ def test_parse_text_never_raises_on_arbitrary_text(text: str) -> None:
     log = parse_text(text)
     assert log.lines_scanned == len(text.splitlines())
     assert all(0 < r.line <= log.lines_scanned for r in log.records)
+
+
+# --- the kernel OOM killer (only with oom_kills=True) -------------------------------------------
+# Lines built from mm/oom_kill.c's printk formats (dump_oom_summary, __oom_kill_process; the
+# "Kill process ... or sacrifice child" wording is from kernels before 4.19).
+
+UID = "0b4f6e1c-6a3e-4c55-9d1e-0123456789ab"
+CID = "3fc28fa1c647ceede9f6b340d0b16c9f1f663698972d22a52e296f291638e014"
+MEMCG_SYSTEMD = ("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+                 f"{UID.replace('-', '_')}.slice/cri-containerd-{CID}.scope")
+OOM_LOG = f"""\
+[Tue Mar  4 02:11:09 2025] python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=-997
+[Tue Mar  4 02:11:09 2025] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=cri-containerd-{CID}.scope,mems_allowed=0-1,oom_memcg={MEMCG_SYSTEMD},task_memcg={MEMCG_SYSTEMD},task=pt_data_worker,pid=4242,uid=0
+[Tue Mar  4 02:11:09 2025] Memory cgroup out of memory: Killed process 4242 (pt_data_worker) total-vm:35624912kB, anon-rss:16745684kB, file-rss:76420kB, shmem-rss:12kB, UID:0 pgtables:33460kB oom_score_adj:-997
+[Tue Mar  4 02:11:10 2025] oom_reaper: reaped process 4242 (pt_data_worker), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB
+[Tue Mar  4 03:00:00 2025] Out of memory: Kill process 7007 (python3) score 1990 or sacrifice child
+[Tue Mar  4 03:00:00 2025] Killed process 7007 (python3) total-vm:22872336kB, anon-rss:8124016kB, file-rss:0kB, shmem-rss:0kB
+"""  # noqa: E501
+
+
+def oom_records(text: str) -> list[KernelRecord]:
+    return [r for r in KernelLogReader(oom_kills=True).records(iter_lines(text))
+            if r.kind is Kind.OOM_KILL]
+
+
+def test_oom_killer_lines_are_records_only_when_asked() -> None:
+    assert [r for r in parse_text(OOM_LOG).records if r.kind is Kind.OOM_KILL] == []
+    recs = oom_records(OOM_LOG)
+    assert [(r.line, r.unit, r.pid, r.process, r.detail, r.rss_kb) for r in recs] == [
+        (2, "cgroup", "4242", "pt_data_worker", "CONSTRAINT_MEMCG", -1),
+        (3, "cgroup", "4242", "pt_data_worker", "", 16745684),
+        (5, "node", "7007", "python3", "", -1),
+        (6, "", "7007", "python3", "", 8124016)]
+    assert recs[0].cgroup == MEMCG_SYSTEMD and recs[0].time == "2025-03-04T02:11:09"
+
+
+@pytest.mark.parametrize(("line", "unit", "pid", "process"), [
+    ("Out of memory: Killed process 123, UID 48, (httpd).", "node", "123", "httpd"),
+    ("Memory cgroup out of memory: Killed process 9 (sd-pam (x)) total-vm:1kB", "cgroup", "9",
+     "sd-pam (x)"),
+    ("Out of memory (oom_kill_allocating_task): Killed process 55 (java) total-vm:10kB", "node",
+     "55", "java"),
+    ("oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+     "task_memcg=/kubepods/besteffort/pod" + UID + "/" + CID + ",task=python,pid=77,uid=1000",
+     "node", "77", "python"),
+    ("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),", "cgroup", "", ""),
+])
+def test_oom_kill_line_forms(line: str, unit: str, pid: str, process: str) -> None:
+    (rec,) = oom_records(f"[ 1843.308145] {line}")
+    assert (rec.unit, rec.pid, rec.process) == (unit, pid, process)
+
+
+@pytest.mark.parametrize("line", [
+    "oom-kill:constraint=OTHER_CONSTRAINT",
+    "oom_reaper: reaped process 345646 (vector), now anon-rss:0kB, file-rss:0kB, shmem-rss:0",
+    "python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
+    "systemd[1]: Killed process tree of session 4.",
+])
+def test_lines_that_are_not_oom_kills(line: str) -> None:
+    assert oom_records(line) == []
+
+
+@pytest.mark.parametrize(("path", "uid", "cid"), [
+    (MEMCG_SYSTEMD, UID, CID),
+    (f"/kubepods/burstable/pod{UID}/{CID}", UID, CID),
+    (f"/kubepods/pod{UID.upper()}/crio-{CID}.scope", UID, CID),
+    (f"/kubepods.slice/kubepods-pod{UID.replace('-', '_')}.slice", UID, ""),
+    ("/system.slice/containerd.service", "", ""),
+    ("", "", ""),
+])
+def test_pod_and_container_of_a_cgroup(path: str, uid: str, cid: str) -> None:
+    assert pod_of_cgroup(path) == (uid, cid)

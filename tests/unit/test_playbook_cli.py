@@ -78,7 +78,9 @@ def test_list_shows_shipped_and_user_playbooks(tmp_path: Path,
     assert rc == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].split() == ["ID", "MATURITY", "STEPS", "FINDINGS", "FROM", "TITLE"]
-    assert re.search(r"^triage\s+beta\s+3\s+10\s+shipped\s+Which kind of trouble", out, re.M)
+    assert re.search(r"^triage\s+beta\s+7\s+3\s+shipped\s+Which kind of trouble", out, re.M)
+    assert re.search(r"^lost-card\s+beta\s+\d+\s+\d+\s+shipped\s+Is a GPU on the node lost", out,
+                     re.M)
     assert re.search(rf"^site-pending\s+experimental\s+2\s+1\s+{re.escape(str(d))}/site.yaml\s+"
                      r"Site checks for pending pods$", out, re.M)
 
@@ -103,6 +105,7 @@ def test_validate_reports_located_problems_and_exits_1(
     path.write_text(MINE.replace("goto: phase-check", "goto: phase-chek")
                     .replace("pod.phase == \"Pending\"\n        because",
                              "pod.phsae == \"Pending\"\n        because"))
+    shipped = len(load_playbooks(user_config=False).playbooks)
     rc, out, _ = run(capsys, "playbooks", "validate", str(path))
     assert rc == 1
     assert out == (
@@ -112,7 +115,7 @@ def test_validate_reports_located_problems_and_exits_1(
         "   |               ^^^^^^^^^\n"
         "   = help: did you mean 'pod.phase'?\n"
         "\n"
-        "1 problem; 1 playbooks loaded\n")
+        f"1 problem; {shipped} playbooks loaded\n")
     path.write_text(MINE.replace("goto: phase-check", "goto: phase-chek"))
     rc, out, _ = run(capsys, "playbooks", "validate", str(path))
     assert rc == 1
@@ -127,14 +130,23 @@ def test_explain_prints_the_tree(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0] == "triage: Which kind of trouble is this GPU pod in?"
     assert "Starts at: gpu-request" in lines
     assert "Step phase: Where in its life is the pod stuck?" in lines
-    assert "  2. when pod.phase == \"Pending\" && !pod.scheduled" in lines
-    assert ("     -> conclude triage.not-scheduled [high] The scheduler has not placed the pod "
-            "on any node") in lines
-    assert "  2. when !dra.pod_uses_dra  [if unknown: skip to the next branch]" in lines
-    assert "     also cites pod.reason, pod.message" in lines
+    at = lines.index("Step phase: Where in its life is the pod stuck?")
+    assert lines[at + 2:at + 6] == [
+        "  1. when pod.admission_rejected",
+        "     because the kubelet on {{pod.node}} rejected the pod at admission ({{pod.reason}})",
+        "     also cites pod.reason, pod.message",
+        "     -> goto playbook create, step symptom"]
+    assert ("  4. when !pod.scheduled && (pod.phase == \"Pending\" || (pod.phase == \"\" && "
+            "pod.containers.exists(c, c.image != \"\")))") in lines
+    assert "     -> goto playbook pending, step scheduler" in lines
+    assert ("  6. when !dra.pod_uses_dra && pod.containers.exists(c, c.image != \"\")  "
+            "[if unknown: skip to the next branch]") in lines
+    assert "Step signature: What do the container's log and its node say?" in lines
+    assert "     -> goto playbook lost-card, step reachable" in lines
+    assert "     -> conclude triage.crash-looping [high] A container keeps crashing" in lines
     assert "  otherwise ask: The pod is running and its containers have not failed. What is " \
            "wrong?" in lines
-    assert "      $ kubectl -n {{pod.namespace}} describe pod {{pod.name}}" in lines
+    assert "      $ kubectl -n {{pod.namespace}} logs {{pod.name}} --previous --tail=200" in lines
 
 
 def test_explain_unknown_id_suggests_a_name(capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,8 +160,16 @@ def test_findings_catalog_is_docs_findings_md(capsys: pytest.CaptureFixture[str]
     rc, out, _ = run(capsys, "playbooks", "findings", "--shipped-only")
     assert rc == 0
     assert out == render_findings(load_playbooks(user_config=False))
-    assert "### `triage.oom-killed`: A container was killed for exceeding its memory limit" in out
-    assert "kubectl -n <pod.namespace> logs <pod.name> --previous --tail=100" in out
+    assert "### `triage.crash-looping`: A container keeps crashing" in out
+    assert "kubectl -n <pod.namespace> logs <pod.name> --previous --tail=200" in out
+    # One id per root cause: the merged duplicates are gone, their survivor lists every step.
+    for gone in ("lost.driver-not-loaded", "lost.driver-library-mismatch",
+                 "pending.device-plugin-not-running", "pending.gpu-unhealthy",
+                 "create.lost-gpu-blocks-pods"):
+        assert f"`{gone}`" not in out
+    assert ("- **Concluded at:** `node-onboarding/driver`, `node-onboarding/runtime-evidence`"
+            in out)
+    assert "- **Concluded at:** `create/lost-gpu`, `lost-card/reachable`" in out
     assert out == (ROOT / "docs" / "findings.md").read_text(), (
         "docs/findings.md is stale: run `gputriage playbooks findings --shipped-only > "
         "docs/findings.md`")

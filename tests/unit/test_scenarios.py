@@ -166,7 +166,8 @@ def test_lost_xid79() -> None:
         "8", "7")
     dp = f["device_plugin"].values
     assert dp["unhealthy_devices"] == [{"uuid": uuid, "xid": 79, "resource": "nvidia.com/gpu",
-                                        "reason": "xid", "line": 49}]
+                                        "reason": "xid", "line": 49, "xid_klass": "hardware",
+                                        "xid_immediate_action": "RESTART_BM"}]
     assert dp["unhealthy_xids"] == [79] and dp["pod_found"]
     assert f["kubelet"].values["lines_for_pod"] == 4
     # cross-group (kernel, gpus and node groups are owned by others)
