@@ -65,6 +65,13 @@ _NODE_LABEL = re.compile(
     r"^topology\.kubernetes\.io/")
 _GPU_RESOURCE = re.compile(r"nvidia\.com/|amd\.com/gpu|gpu\.intel\.com/|/gpu$")
 
+#: Pods that still hold what they requested: the scheduler counts every pod bound to a node
+#: until it has finished.
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+#: What ``node-pods.json`` says about its own scope when gputriage lists GPU holders across the
+#: cluster (for an unscheduled pod): the ``gputriage`` key of the PodList.
+GPU_PODS_SCOPE = "cluster-gpu-pods"
+
 
 # ---------------------------------------------------------------------------------------------
 # Shaping objects like kubectl prints them
@@ -94,11 +101,14 @@ def kubectl_list(data: Mapping[str, Any], items: list[Any] | None = None) -> dic
                 "resourceVersion", ""))}}
 
 
-def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
-    """The GPU-relevant part of a node: GPU/NFD/placement labels, taints, capacity,
-    allocatable, conditions, addresses, nodeInfo (annotations and images dropped)."""
+def slim_node(node: Mapping[str, Any], keep_labels: frozenset[str] = frozenset()
+              ) -> dict[str, Any]:
+    """The GPU-relevant part of a node: GPU/NFD/placement labels (plus ``keep_labels``, the
+    ones the pod's node selector and affinity name), taints, capacity, allocatable,
+    conditions, addresses, nodeInfo (annotations and images dropped)."""
     meta, spec, status = (_mapping(node.get(k)) for k in ("metadata", "spec", "status"))
-    labels = {k: v for k, v in _mapping(meta.get("labels")).items() if _NODE_LABEL.search(k)}
+    labels = {k: v for k, v in _mapping(meta.get("labels")).items()
+              if _NODE_LABEL.search(k) or k in keep_labels}
     slim_spec = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
     slim_status = {k: status[k] for k in ("capacity", "allocatable", "conditions", "addresses",
                                           "nodeInfo") if k in status}
@@ -111,6 +121,57 @@ def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _dicts(value: Any) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def selector_labels(pod: Mapping[str, Any]) -> frozenset[str]:
+    """Node label keys the pod's nodeSelector and required node affinity read."""
+    spec = _mapping(pod.get("spec"))
+    keys = {str(k) for k in _mapping(spec.get("nodeSelector"))}
+    affinity = _mapping(_mapping(_mapping(spec.get("affinity")).get("nodeAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
+    for term in _dicts(affinity.get("nodeSelectorTerms")):
+        keys.update(str(e.get("key")) for e in _dicts(term.get("matchExpressions"))
+                    if e.get("key"))
+    return frozenset(keys)
+
+
+#: Device-plugin pod labels as (key, value) pairs, from :data:`DEVICE_PLUGIN_SELECTORS`.
+_PLUGIN_LABELS = tuple((k, v) for k, _, v in (s.partition("=") for s in DEVICE_PLUGIN_SELECTORS))
+
+
+def is_device_plugin(pod: Mapping[str, Any]) -> bool:
+    labels = _mapping(_mapping(pod.get("metadata")).get("labels"))
+    return any(labels.get(k) == v for k, v in _PLUGIN_LABELS)
+
+
+def slim_gpu_pod(pod: Any) -> dict[str, Any] | None:
+    """A bound pod requesting GPUs (or a device-plugin pod) trimmed to what the facts read:
+    identity, deletion and finalizers, owners, labels, node, container resources, phase,
+    conditions and container states. ``None`` for any other pod."""
+    if not isinstance(pod, dict):
+        return None
+    meta, spec, status = (_mapping(pod.get(k)) for k in ("metadata", "spec", "status"))
+    containers, inits = _dicts(spec.get("containers")), _dicts(spec.get("initContainers"))
+    if not spec.get("nodeName") or not (any(requests_gpu(c) for c in (*containers, *inits))
+                                        or is_device_plugin(pod)):
+        return None
+    slim_spec: dict[str, Any] = {
+        "nodeName": spec["nodeName"],
+        "containers": [{k: c[k] for k in ("name", "resources") if k in c} for c in containers]}
+    if inits:
+        slim_spec["initContainers"] = [{k: c[k] for k in ("name", "resources", "restartPolicy")
+                                        if k in c} for c in inits]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp",
+                                              "deletionTimestamp", "finalizers",
+                                              "ownerReferences", "labels") if k in meta},
+            "spec": slim_spec,
+            "status": {k: status[k] for k in ("phase", "conditions", "containerStatuses",
+                                              "initContainerStatuses") if k in status}}
 
 
 def has_gpu(node: Mapping[str, Any]) -> bool:
@@ -332,10 +393,12 @@ class KubeSource:
         return object_evidence(Key.NODE, reply)
 
     def _nodes(self, pod: PodView) -> Evidence:
-        reply, data = self.client.list_all("/api/v1/nodes")
+        keep = selector_labels(pod.data)
+        reply, data = self.client.list_all(
+            "/api/v1/nodes", keep=lambda n: slim_node(n, keep) if isinstance(n, dict) else None)
         if data is None:
             return failed(Key.NODES, reply)
-        nodes = [slim_node(n) for n in data.get("items") or [] if isinstance(n, dict)]
+        nodes = data["items"]
         gpus = sum(1 for n in nodes if has_gpu(n))
         listing = {"apiVersion": "v1", "kind": "NodeList", "items": nodes,
                    "metadata": {"resourceVersion": str((data.get("metadata") or {}).get(
@@ -346,9 +409,29 @@ class KubeSource:
 
     def _node_pods(self, pod: PodView) -> Evidence:
         if not pod.node:
-            return self._unscheduled(Key.NODE_PODS)
+            return self._gpu_pods()
         return self._list(Key.NODE_PODS, "/api/v1/pods",
                           {"fieldSelector": f"spec.nodeName={pod.node}"})
+
+    def _gpu_pods(self) -> Evidence:
+        """For a pod no node was chosen for: the pods holding GPUs on every node (and the
+        device-plugin pods), listed cluster-wide page by page and trimmed as each page
+        arrives, so free GPUs are known for every GPU node."""
+        reply, data = self.client.list_all("/api/v1/pods", {"fieldSelector": ACTIVE_PODS},
+                                           keep=slim_gpu_pod)
+        if data is None:
+            return failed(Key.NODE_PODS, reply)
+        listing = {**kubectl_list({"apiVersion": "v1", "kind": "PodList",
+                                   "metadata": data.get("metadata") or {}}, data["items"]),
+                   "gputriage": {"scope": GPU_PODS_SCOPE, "fieldSelector": ACTIVE_PODS}}
+        pods = listing["items"]
+        holders = [p for p in pods if not is_device_plugin(p)]
+        nodes = {p["spec"]["nodeName"] for p in holders}
+        return self._structured(
+            Key.NODE_PODS, listing, reply.shown,
+            f"the pod is not scheduled: {len(holders)} pods holding GPUs on {len(nodes)} nodes "
+            f"and {len(pods) - len(holders)} device-plugin pods, cluster-wide; fields the facts "
+            "read only")
 
     def _node_events(self, pod: PodView) -> Evidence:
         if not pod.node:

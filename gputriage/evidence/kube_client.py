@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
@@ -211,9 +211,14 @@ class KubeClient:
         return Reply(int(response.status), data, words, truncated=truncated, timeout_s=budget)
 
     def list_all(self, path: str, query: Mapping[str, object] | None = None, *,
-                 page_size: int = PAGE_SIZE) -> tuple[Reply, dict[str, Any] | None]:
+                 page_size: int = PAGE_SIZE, keep: Callable[[Any], Any] | None = None
+                 ) -> tuple[Reply, dict[str, Any] | None]:
         """Every item of a list, page by page. Returns the last reply, and the merged list
-        (None when a page failed)."""
+        (None when a page failed).
+
+        ``keep`` maps each item as its page arrives (``None`` drops it), so a cluster-wide
+        list holds only what the caller needs, never every object at once.
+        """
         items: list[Any] = []
         token = ""
         merged: dict[str, Any] = {}
@@ -233,8 +238,11 @@ class KubeClient:
                     reply = replace(reply, status=502, body=b"the API answered with something "
                                                             b"that is not a list")
                 return replace(reply, shown=shown(path, query)), None
-            items.extend(data.get("items") or [])
-            merged = data
+            page_items = data.get("items") or []
+            if keep is not None:
+                page_items = [k for k in map(keep, page_items) if k is not None]
+            items.extend(page_items)
+            merged = {k: v for k, v in data.items() if k != "items"}
             token = str((data.get("metadata") or {}).get("continue") or "")
             if not token:
                 break

@@ -26,6 +26,13 @@ from gputriage.facts.model import (
     unknown_from,
 )
 
+#: Event reasons with which a scheduler says it cannot place the pod: kube-scheduler and
+#: Volcano (``FailedScheduling``), KAI-scheduler and Volcano (``Unschedulable``), HAMi's
+#: scheduler extender (``FilteringFailed``). k8s-messages.md sections 2.1 and 2.6.
+SCHEDULING_FAILURES = frozenset({"FailedScheduling", "Unschedulable", "FilteringFailed"})
+#: HAMi records this FilteringFailed for pods that ask for no device it manages: not a failure.
+_HAMI_NOT_MINE = "does not request any resource"
+
 _RUNTIME_HANDLER = re.compile(
     r'no runtime for "(?P<name>[^"]+)" is configured|failed to find runtime handler (?P<crio>\S+)')
 
@@ -39,10 +46,16 @@ COMMON_FIELDS: dict[str, FieldSpec] = {
     "reasons": FieldSpec("list", [], "Unique event reasons, in order of first appearance."),
     "warnings": FieldSpec("int", 0, "Number of Warning events."),
     "latest_warning": FieldSpec("string", "", "Message of the newest Warning event."),
-    "failed_scheduling": FieldSpec("string", "", "Message of the newest FailedScheduling event "
-                                                 "('' when none)."),
+    "failed_scheduling": FieldSpec("string", "", "Message of the newest event in which a "
+                                                 "scheduler says it cannot place the pod: "
+                                                 "FailedScheduling (kube-scheduler, Volcano), "
+                                                 "Unschedulable (KAI-scheduler, Volcano), "
+                                                 "FilteringFailed (HAMi); '' when none."),
     "failed_scheduling_source": FieldSpec("string", "", "Component that wrote it "
-                                                        "(default-scheduler, kai-scheduler...)."),
+                                                        "(default-scheduler, kai-scheduler, "
+                                                        "volcano, hami-scheduler...)."),
+    "failed_scheduling_reason": FieldSpec("string", "", "Its event reason (FailedScheduling, "
+                                                        "Unschedulable, FilteringFailed)."),
     "not_triggered_scale_up": FieldSpec("string", "", "Newest cluster-autoscaler "
                                                       "NotTriggerScaleUp message."),
     "sandbox_errors": FieldSpec("list", [], "FailedCreatePodSandBox messages."),
@@ -154,6 +167,7 @@ def summarise(records: list[tuple[dict[str, Any], LineRef]]
             elif field == "failed_scheduling":
                 values["failed_scheduling"] = message
                 values["failed_scheduling_source"] = record["source"]
+                values["failed_scheduling_reason"] = reason
                 cites["failed_scheduling"] = []
             elif field == "not_triggered_scale_up":
                 values["not_triggered_scale_up"] = message
@@ -180,8 +194,9 @@ def _classify(reason: str, message: str) -> list[str]:
     """Which convenience fields one event feeds."""
     fields = []
     lower = message.lower()
-    if reason == "FailedScheduling":
-        fields.append("failed_scheduling")
+    if reason in SCHEDULING_FAILURES:
+        if _HAMI_NOT_MINE not in message:
+            fields.append("failed_scheduling")
     elif reason == "NotTriggerScaleUp":
         fields.append("not_triggered_scale_up")
     elif reason == "FailedCreatePodSandBox":

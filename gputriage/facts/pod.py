@@ -55,6 +55,10 @@ SPEC = GroupSpec(
         "qos_class": FieldSpec("string", "", "status.qosClass: Guaranteed, Burstable, "
                                              "BestEffort."),
         "priority_class": FieldSpec("string", "", "spec.priorityClassName."),
+        "scheduler_name": FieldSpec("string", "default-scheduler",
+                                    "spec.schedulerName: the scheduler that must place the pod "
+                                    "(default-scheduler, volcano, kai-scheduler, "
+                                    "hami-scheduler...)."),
         "created": FieldSpec("string", "", "metadata.creationTimestamp (RFC 3339), or "
                                            "status.startTime when that is all there is."),
         "deleting": FieldSpec("bool", False, "metadata.deletionTimestamp is set (Terminating)."),
@@ -152,6 +156,7 @@ def _facts(ev: Evidence, pod: dict[str, Any]) -> FactGroup:
         "reason": text(status.get("reason")), "message": text(status.get("message")),
         "node": text(spec.get("nodeName")), "qos_class": text(status.get("qosClass")),
         "priority_class": text(spec.get("priorityClassName")),
+        "scheduler_name": text(spec.get("schedulerName")) or "default-scheduler",
         "created": text(meta.get("creationTimestamp")) or text(status.get("startTime")),
         "deleting": bool(meta.get("deletionTimestamp")),
         "conditions": conditions,
@@ -184,10 +189,12 @@ def _facts(ev: Evidence, pod: dict[str, Any]) -> FactGroup:
         values["reason"] == "UnexpectedAdmissionError" or values["reason"].startswith("OutOf")
         or values["message"].startswith(("Pod was rejected", "Pod Allocate failed")))
 
-    for name in ("phase", "reason", "node", "runtime_class", "qos_class", "priority_class"):
+    for name in ("phase", "reason", "node", "runtime_class", "qos_class", "priority_class",
+                 "scheduler_name"):
         if values[name]:
             key = {"node": "nodeName", "runtime_class": "runtimeClassName",
-                   "qos_class": "qosClass", "priority_class": "priorityClassName"}.get(name, name)
+                   "qos_class": "qosClass", "priority_class": "priorityClassName",
+                   "scheduler_name": "schedulerName"}.get(name, name)
             cite(name, cite_field(ev, key, values[name]))
     if values["message"]:
         cite("message", cite_text(ev, values["message"]))

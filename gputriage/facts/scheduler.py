@@ -2,10 +2,12 @@
 
 The message comes from the pod's ``PodScheduled=False`` condition (the scheduler's latest word)
 or, when the pod object does not carry it (describe text, older bundles), from the newest
-``FailedScheduling`` event. Parsing is :mod:`gputriage.parsers.scheduler`; this group turns it
-into counts a playbook can compare, e.g. ``scheduler.insufficient_gpu > 0 &&
-!scheduler.preemption_helpful``. Nothing is reported once the pod is scheduled: old
-FailedScheduling events are history, not the current problem.
+scheduling-failure event (``FailedScheduling``; KAI's and Volcano's ``Unschedulable``; HAMi's
+``FilteringFailed``: :data:`gputriage.facts.events.SCHEDULING_FAILURES`). Parsing is
+:mod:`gputriage.parsers.scheduler`; this group turns it into counts a playbook can compare,
+e.g. ``scheduler.insufficient_gpu > 0 && !scheduler.preemption_helpful``. Nothing is
+reported once the pod is scheduled: old FailedScheduling events are history, not the current
+problem.
 """
 
 from __future__ import annotations
@@ -29,15 +31,23 @@ SPEC = GroupSpec(
                                           "scheduled and one was found)."),
         "message": FieldSpec("string", "", "The raw message."),
         "source": FieldSpec("string", "", "Where it came from: 'condition' (PodScheduled) or "
-                                          "'event' (FailedScheduling)."),
-        "scheduler": FieldSpec("string", "", "Who wrote it: kube-scheduler, kai-scheduler, or "
-                                             "the event's source component."),
+                                          "'event' (a scheduling-failure event)."),
+        "scheduler": FieldSpec("string", "", "Which scheduler spoke: the event's source "
+                                             "component (default-scheduler is named "
+                                             "kube-scheduler; volcano, kai-scheduler, "
+                                             "hami-scheduler...), for the condition the pod's "
+                                             "schedulerName, else what the wording says."),
+        "event_reason": FieldSpec("string", "", "For source 'event': the event's reason "
+                                                "(FailedScheduling, Unschedulable, "
+                                                "FilteringFailed)."),
         "recognised": FieldSpec("bool", False, "The text had a known envelope "
-                                               "('0/N nodes are available', KAI, preemption)."),
+                                               "('0/N nodes are available', KAI, Volcano, "
+                                               "HAMi, preemption)."),
         "generation": FieldSpec("string", "", "Wording era (see parsers.scheduler.GENERATIONS): "
                                               "predicates, predicate-descriptions, "
                                               "taint-didnt-tolerate, untolerated-taint, "
-                                              "untolerated-taints, framework, kai."),
+                                              "untolerated-taints, framework, kai, volcano, "
+                                              "hami."),
         "total_nodes": FieldSpec("int", 0, "N in '0/N nodes are available' (0 = not printed)."),
         "reasons": FieldSpec("list<map>", [], "Histogram entries as maps: count, kind "
                                               "(insufficient|taint|selector|unschedulable|"
@@ -96,8 +106,11 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         return known(SPEC, values, cites)
     parsed = parse_scheduler_message(message)
     values.update(_values(parsed))
+    scheduler_name = pod.values["scheduler_name"] if pod and pod.known else ""
     values.update(found=True, message=message, source=source,
-                  scheduler=parsed.scheduler or scheduler)
+                  scheduler=_speaker(scheduler, scheduler_name, parsed),
+                  event_reason=events.values["failed_scheduling_reason"]
+                  if source == "event" and events is not None else "")
     for name in ("message", "reasons", "insufficient", "insufficient_gpu", "taint_nodes",
                  "untolerated_taints", "selector_mismatch", "unschedulable_nodes",
                  "dra_reasons", "prefilter", "preemption_helpful", "total_nodes"):
@@ -118,6 +131,17 @@ def _message(evidence: EvidenceSet, pod: FactGroup | None, events: FactGroup | N
                 events.values["failed_scheduling_source"],
                 list(events.cites.get("failed_scheduling", ())))
     return "", "", "", []
+
+
+def _speaker(component: str, scheduler_name: str, parsed: SchedulerMessage) -> str:
+    """Which scheduler wrote the message: the event's component, else (a condition) the
+    scheduler the pod names, else what the wording gives away."""
+    default = "kube-scheduler"
+    if component:
+        return default if component == "default-scheduler" else component
+    if scheduler_name and scheduler_name != "default-scheduler":
+        return scheduler_name
+    return parsed.scheduler or (default if scheduler_name else "")
 
 
 def _values(parsed: SchedulerMessage) -> dict[str, Any]:

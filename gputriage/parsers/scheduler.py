@@ -5,8 +5,11 @@ Filter histogram>. <PostFilter>``. The histogram is ``<count> <reason>`` entries
 ``sort.Strings`` and joined by ``", "``; PostFilter text (``preemption: 0/N nodes are available:
 ...``, DRA's ``no new claims to deallocate`` / ``still not schedulable``) follows the first
 ``". "``. Reasons changed wording across releases; :data:`GENERATIONS` names each era so a
-verdict can say which wording it read. cluster-autoscaler ``NotTriggerScaleUp`` and
-KAI-scheduler texts reuse the same reason phrases and are parsed here too.
+verdict can say which wording it read. cluster-autoscaler ``NotTriggerScaleUp``, KAI-scheduler,
+Volcano (``0/N nodes are unavailable: ...``) and HAMi (``FilteringFailed``: ``N nodes
+<Reason>(<nodes>)``) texts are parsed here too (k8s-messages.md 2.5, 2.6). Volcano's gang
+messages (``pod group is not ready``) carry no per-node reason: they are attributed to Volcano
+but not recognised as a verdict.
 
 :func:`parse_scheduler_message` never raises: text it does not recognise comes back with
 ``recognised=False`` and the first sentence as the PreFilter text.
@@ -15,7 +18,7 @@ KAI-scheduler texts reuse the same reason phrases and are parsed here too.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: Reason kinds, as playbooks see them.
@@ -34,6 +37,20 @@ GENERATIONS: dict[str, str] = {
     "framework": "scheduler-framework wording (k8s 1.18+) without a taint reason to date it",
     "autoscaler": "cluster-autoscaler NotTriggerScaleUp ('pod didn't trigger scale-up: ...')",
     "kai": "KAI-scheduler ('no nodes with enough resources were found: ...')",
+    "volcano": "Volcano ('0/N nodes are unavailable: ...', 'all nodes are unavailable: ...')",
+    "hami": "HAMi scheduler extender FilteringFailed ('no available node, N nodes do not meet', "
+            "'N nodes CardInsufficientMemory(node-a,...)')",
+}
+
+#: HAMi's per-node failure reasons (pkg/device/common) that mean "the GPUs are taken or too
+#: small": the resource they are short of, as the scheduler facts count it.
+_HAMI_SHORTAGES: dict[str, str] = {
+    "NodeInsufficientDevice": "nvidia.com/gpu",
+    "AllocatedCardsInsufficientRequest": "nvidia.com/gpu",
+    "CardTimeSlicingExhausted": "nvidia.com/gpu",
+    "ExclusiveDeviceAllocateConflict": "nvidia.com/gpu",
+    "CardInsufficientMemory": "nvidia.com/gpumem",
+    "CardInsufficientCore": "nvidia.com/gpucores",
 }
 
 _PREDICATE_NAMES = frozenset({
@@ -49,7 +66,12 @@ _PREEMPTION = re.compile(r"preemption:\s*0/(\d+) nodes are available:?\s*(.*)$",
 _AUTOSCALER = re.compile(
     r"pod didn't trigger scale-up(?: \([^)]*\))?:\s*(?P<body>.*)$", re.S)
 _KAI = re.compile(r"no nodes with enough resources were found:?\s*(?P<body>.*)$", re.S | re.I)
+_VOLCANO = re.compile(r"(?:\b0/(\d+)|\ball) nodes are unavailable(?::\s*|\.?\s*$)")
+_GANG = re.compile(r"\d+/\d+ tasks in gang unschedulable|^(?:pod group|job) is not ready\b")
+_HAMI_NONE = re.compile(r"^no available node, (\d+) nodes? do not meet")
+_HAMI_ENTRY = re.compile(r"^(\d+) nodes? (?:failed: )?([A-Za-z]+) ?\(([^()]*)\)")
 _ENTRY = re.compile(r"^(\d+)\s+(.+)$", re.S)
+_MAX_COUNT_DIGITS = 9
 _TAINT_KV = re.compile(r"\{(?P<key>[^:{}]+): ?(?P<value>[^{}]*)\}")
 _KAI_SHORTAGE = re.compile(
     r"didn't have enough (?:resources|of mig profile):\s*(?P<resource>\S+)")
@@ -100,7 +122,7 @@ class SchedulerMessage:
     preemption: Preemption | None = None
     notes: tuple[str, ...] = ()  # other PostFilter text ("no new claims to deallocate")
     generation: str = ""  # a key of GENERATIONS, "" when not recognised
-    scheduler: str = ""  # kube-scheduler | cluster-autoscaler | kai-scheduler
+    scheduler: str = ""  # kube-scheduler, cluster-autoscaler, kai-scheduler, volcano...
 
     def count(self, kind: str) -> int:
         """Nodes rejected for reasons of ``kind`` (sum of the histogram counts)."""
@@ -132,12 +154,38 @@ def parse_scheduler_message(text: str) -> SchedulerMessage:
         reasons = tuple(_reason(_strip_dots(e)) for e in entries if _strip_dots(e))
         return SchedulerMessage(raw, True, 0, reasons, generation="kai",
                                 scheduler="kai-scheduler")
+    if _GANG.search(clean):
+        return SchedulerMessage(raw, False, 0, scheduler="volcano")
+    hami = _parse_hami(raw, clean)
+    if hami is not None:
+        return hami
+    volcano = None if _ENVELOPE.search(clean) else _VOLCANO.search(clean)
+    if volcano:
+        msg = _parse_envelope(raw, clean, volcano)
+        return replace(msg, generation="volcano", scheduler="volcano")
     return _parse_envelope(raw, clean)
 
 
-def _parse_envelope(raw: str, clean: str) -> SchedulerMessage:
-    env = _ENVELOPE.search(clean)
-    total = int(env.group(1)) if env else 0
+def _parse_hami(raw: str, clean: str) -> SchedulerMessage | None:
+    """HAMi's FilteringFailed texts (pkg/scheduler/scheduler.go, score.go), one per event."""
+    none = _HAMI_NONE.match(clean)
+    if none:
+        total = _count(none.group(1))
+        return SchedulerMessage(raw, True, total, (Reason(total, "other", _strip_dots(clean)),),
+                                generation="hami", scheduler="hami-scheduler")
+    entry = _HAMI_ENTRY.match(clean)
+    if not entry:
+        return None
+    count, name = _count(entry.group(1)), entry.group(2)
+    resource = _HAMI_SHORTAGES.get(name, "")
+    return SchedulerMessage(raw, True, 0, (Reason(count, "insufficient" if resource else "other",
+                                                  name, resource),),
+                            generation="hami", scheduler="hami-scheduler")
+
+
+def _parse_envelope(raw: str, clean: str, env: re.Match[str] | None = None) -> SchedulerMessage:
+    env = env or _ENVELOPE.search(clean)
+    total = _count(env.group(1)) if env and env.group(1) else 0
     head = clean[env.end():] if env else clean
     body, rest = _first_sentence(head)
     preemption, notes = _postfilter(rest)
@@ -202,7 +250,7 @@ def _postfilter(rest: str) -> tuple[Preemption | None, tuple[str, ...]]:
     entries = [_reason(e) for e in _split_entries(_strip_dots(m.group(2)))]
     not_helpful = sum(r.count for r in entries if "not helpful" in r.text)
     no_victims = sum(r.count for r in entries if "No preemption victims" in r.text)
-    return Preemption(int(m.group(1)), not_helpful, no_victims, tuple(entries)), notes
+    return Preemption(_count(m.group(1)), not_helpful, no_victims, tuple(entries)), notes
 
 
 def _split_entries(body: str) -> list[str]:
@@ -228,7 +276,7 @@ def _split_entries(body: str) -> list[str]:
 
 def _reason(entry: str) -> Reason:
     m = _ENTRY.match(entry.strip())
-    count, text = (int(m.group(1)), m.group(2).strip()) if m else (0, entry.strip())
+    count, text = (_count(m.group(1)), m.group(2).strip()) if m else (0, entry.strip())
     kind, resource, key, value = _classify(text)
     return Reason(count, kind, text, resource, key, value)
 
@@ -241,7 +289,7 @@ def _classify(text: str) -> tuple[str, str, str, str]:
         if m.group(1) == "pods":
             return "too_many_pods", "", "", ""
         return "insufficient", m.group(1), "", ""
-    if lower.startswith("too many pods"):
+    if lower.startswith("too many pods") or "pod number exceeded" in lower:
         return "too_many_pods", "", "", ""
     m = _KAI_SHORTAGE.search(text)
     if m:
@@ -265,6 +313,11 @@ def _classify(text: str) -> tuple[str, str, str, str]:
                  r"|resourceslice", lower):
         return "dra", "", "", ""
     return "other", "", "", ""
+
+
+def _count(digits: str) -> int:
+    """A node count; 0 for a number no cluster has (and ``int()`` refuses past 4,300 digits)."""
+    return int(digits) if len(digits) <= _MAX_COUNT_DIGITS else 0
 
 
 def _strip_dots(text: str) -> str:

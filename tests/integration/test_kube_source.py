@@ -146,9 +146,13 @@ def test_workload_chain_and_owner_events(live_args: Args) -> None:
 def test_pending_pod_has_no_node_evidence(live_args: Args) -> None:
     _, ev = collect(live_args, "trainer-0", "-n", "ml-dev")
     assert ev[Key.POD].data["status"]["phase"] == "Pending"
-    for key in (Key.NODE, Key.NODE_PODS, Key.NODE_EVENTS, Key.DEVICE_PLUGIN_LOG):
+    for key in (Key.NODE, Key.NODE_EVENTS, Key.DEVICE_PLUGIN_LOG):
         assert ev[key].status is Status.UNAVAILABLE
         assert "not scheduled" in ev[key].detail
+    # no node of its own: the pods holding GPUs on every node instead
+    assert ev[Key.NODE_PODS].ok and ev[Key.NODE_PODS].data["gputriage"]["scope"] == \
+        "cluster-gpu-pods"
+    assert len(ev[Key.NODE_PODS].data["items"]) == 6
     for key in NODE_KEYS:
         assert ev[key].detail == ("the pod is not scheduled to a node yet: there is no node "
                                   "to look at")

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from gputriage.evidence.model import Key
+from gputriage.evidence.model import EvidenceSet, Key
+from gputriage.facts.build import target_of
 from gputriage.facts.node import resource_state
 from gputriage.facts.tolerations import tolerates, untolerated
 from tests.unit.k8s_evidence import fixture, groups, text
@@ -110,7 +111,9 @@ def test_node_without_pod_tolerations_lists_every_hard_taint() -> None:
     assert node.values["tolerations_known"] is False
     assert [t["key"] for t in node.values["gpu_taints_untolerated"]] == [
         "nvidia.com/gpu", "node.kubernetes.io/unschedulable", "maintenance"]
-    assert node.values["is_pod_node"] is False
+    # without a pod, the node is the pod's node only if the target says so (gputriage node)
+    target = target_of(EvidenceSet([fixture(Key.NODE, "running/node.json")]))
+    assert node.values["is_pod_node"] is (target.node == "gpu-node-7")
     assert node.values["events_known"] is False
 
 

@@ -111,6 +111,21 @@ CASES: dict[str, tuple[int, str, dict[str, int], dict[str, int], list[tuple[str,
          None),
     "No nodes with enough resources were found: 2 node(s) didn't have enough resources: GPUs.":
         (0, "kai", {"insufficient": 2}, {"nvidia.com/gpu": 2}, [], None),
+    # Volcano (pkg/scheduler/api/unschedule_info.go: "0/%v nodes are unavailable: <histogram>.")
+    "0/3 nodes are unavailable: 1 node(s) pod number exceeded, 2 Insufficient nvidia.com/gpu.":
+        (3, "volcano", {"too_many_pods": 1, "insufficient": 2}, {"nvidia.com/gpu": 2}, [], None),
+    "all nodes are unavailable: 1 node(s) didn't match Pod's node affinity/selector, 3 node(s) "
+    "resource fit failed.":
+        (0, "volcano", {"selector": 1, "other": 3}, {}, [], None),
+    # HAMi's extender: FilteringFailed, one event per failure reason (pkg/scheduler/score.go)
+    "3 nodes CardInsufficientMemory(gpu-a,gpu-b,gpu-c)":
+        (0, "hami", {"insufficient": 3}, {"nvidia.com/gpumem": 3}, [], None),
+    "2 nodes NodeInsufficientDevice(gpu-d,gpu-e)":
+        (0, "hami", {"insufficient": 2}, {"nvidia.com/gpu": 2}, [], None),
+    "1 nodes CardUuidMismatch(gpu-node-b)":
+        (0, "hami", {"other": 1}, {}, [], None),
+    "no available node, 4 nodes do not meet":
+        (4, "hami", {"other": 4}, {}, [], None),
 }
 
 
@@ -170,6 +185,31 @@ def test_prefilter_text_is_kept() -> None:
     assert parsed.reasons[0].count == 3
 
 
+@pytest.mark.parametrize(("message", "scheduler"), [
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", "kube-scheduler"),
+    ("pod didn't trigger scale-up: 1 max node group size reached", "cluster-autoscaler"),
+    ("No nodes with enough resources were found: 2 node(s) didn't have enough resources: GPUs.",
+     "kai-scheduler"),
+    ("0/2 nodes are unavailable: 2 Insufficient nvidia.com/gpu.", "volcano"),
+    ("2 nodes CardTimeSlicingExhausted(gpu-a,gpu-b)", "hami-scheduler"),
+])
+def test_each_scheduler_is_named(message: str, scheduler: str) -> None:
+    assert parse_scheduler_message(message).scheduler == scheduler
+
+
+@pytest.mark.parametrize("message", [
+    "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable; "
+    "Pending: 1 Unschedulable",
+    "pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 Unschedulable",
+    "10/6 tasks in gang unschedulable: job is not ready, 10 minAvailable, 6 Pending.",
+])
+def test_volcano_gang_messages_are_volcano_but_no_per_node_verdict(message: str) -> None:
+    parsed = parse_scheduler_message(message)
+    assert (parsed.recognised, parsed.scheduler, parsed.generation) == (False, "volcano", "")
+    # "Unschedulable" inside the gang text is a task count, not cordoned nodes
+    assert (parsed.reasons, parsed.total_nodes, parsed.count("unschedulable")) == ((), 0, 0)
+
+
 def test_bare_plugin_text_is_not_recognised_but_classified() -> None:
     parsed = parse_scheduler_message(
         'running Reserve plugin "DynamicResources": waiting for resource driver to allocate '
@@ -198,6 +238,17 @@ def test_fuzzed_messages_never_raise(message: str) -> None:
     parsed = parse_scheduler_message(message)
     assert all(r.kind in KINDS and r.count >= 0 for r in parsed.reasons)
     assert parsed.generation in ("", *GENERATIONS)
+
+
+def test_counts_no_cluster_has_are_zero_not_a_crash() -> None:
+    huge = "9" * 5000  # int() refuses more than 4,300 digits
+    parsed = parse_scheduler_message(f"0/{huge} nodes are available: {huge} Insufficient "
+                                     f"nvidia.com/gpu, 2 Too many pods. preemption: 0/{huge} "
+                                     f"nodes are available: {huge} Preemption is not helpful")
+    assert (parsed.recognised, parsed.total_nodes, parsed.count("too_many_pods")) == (True, 0, 2)
+    assert parsed.insufficient() == {"nvidia.com/gpu": 0}
+    assert parse_scheduler_message(f"{huge} nodes CardInsufficientMemory(a)").reasons[0].count \
+        == 0
 
 
 def test_non_string_input_is_empty() -> None:
