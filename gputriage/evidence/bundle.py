@@ -39,6 +39,8 @@ EXPECTED_KIND: dict[Key, str] = {
 }
 
 META_FILE = "meta.json"
+#: Longer integer literals are kept as strings (Python refuses to convert > 4300 digits).
+MAX_INT_DIGITS = 4000
 
 
 def read_bundle(path: str | os.PathLike[str]) -> EvidenceSet:
@@ -157,7 +159,7 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
     fmt = "json"
     if stripped.startswith(("{", "[")):
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_int=_json_int)
         except json.JSONDecodeError as exc:
             what = "truncated" if _json_unfinished(text) else "malformed"
             return Evidence(key, Status.ERROR,
@@ -182,6 +184,11 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
     items = data.get("items") if isinstance(data, dict) else None
     count = f"{len(items)} items" if isinstance(items, list) else "object"
     return Evidence(key, Status.OK, f"{count} ({fmt}){note}", text, source, data, fmt)
+
+
+def _json_int(digits: str) -> int | str:
+    """JSON integers; one too long for Python's int conversion limit stays a string."""
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else digits
 
 
 def _json_unfinished(text: str) -> bool:

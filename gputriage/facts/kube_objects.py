@@ -46,7 +46,10 @@ def text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # an integer past Python's digit limit
+            return ""
     return ""
 
 
@@ -55,7 +58,7 @@ def integer(value: Any, default: int = 0) -> int:
         return default
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 4000:
         return int(value.strip())
     return default
 

@@ -175,7 +175,7 @@ def parse_containerd_config(text: str) -> ContainerdConfig:
     """
     try:
         data = _load_toml(text)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an integer past Python's digit limit
         return ContainerdConfig(problem=f"invalid TOML: {exc}")
     try:
         return _read_config(data)

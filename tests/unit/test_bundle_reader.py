@@ -122,3 +122,10 @@ def test_evidence_set_is_immutable_and_reports_missing() -> None:
     assert s.get_or_missing(Key.DMESG).status is Status.UNAVAILABLE
     s2 = s.with_evidence(Evidence(Key.DMESG, Status.TIMEOUT, "ssh timed out"))
     assert Key.DMESG not in s and s2[Key.DMESG].status is Status.TIMEOUT
+
+
+def test_integers_past_pythons_digit_limit_do_not_escape() -> None:
+    huge = "9" * 5000
+    ev = decode(Key.NODE, f'{{"kind": "Node", "metadata": {{"name": "n", "x": {huge}}}}}'
+                .encode(), source="b/node.json")
+    assert ev.ok and ev.data["metadata"]["x"] == huge
