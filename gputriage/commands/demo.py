@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from gputriage.commands.options import add_playbook_arguments
+from gputriage.commands.options import add_playbook_arguments, add_report_arguments
 
 HELP = "the TUI on built-in scenarios (no cluster needed); --list shows them"
 
@@ -17,14 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?",
                    help="scenario name (see --list); without one, pick from a menu")
     p.add_argument("--list", action="store_true", help="list the built-in scenarios and exit")
-    p.add_argument("--report", choices=["md", "json"],
-                   help="no TUI: walk the scenario and print the incident summary")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="with --report: write the summary to FILE instead of stdout")
-    p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",
-                   help="with --report: answer an ask step (repeatable)")
-    p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
-                   help="with --report: take another branch at STEP (repeatable)")
+    add_report_arguments(p)
     p.add_argument("--export-dir", metavar="DIR",
                    help="where the TUI's export (e) writes the summary (default: current dir)")
     add_playbook_arguments(p)

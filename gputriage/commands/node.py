@@ -21,6 +21,7 @@ from gputriage.commands.options import (
     add_cluster_arguments,
     add_node_access_arguments,
     add_playbook_arguments,
+    add_report_arguments,
 )
 from gputriage.errors import GputriageError
 
@@ -40,14 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="replay a node bundle (node.json plus any of node-events.json, "
                         "node-pods.json, device-plugin.log, dmesg.log, nvidia-smi.xml, "
                         "lsmod.txt, kubelet.log...) instead of reading the live cluster")
-    p.add_argument("--report", choices=["md", "json"],
-                   help="no TUI: walk the playbooks and print the incident summary")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="with --report: write the summary to FILE (atomically) instead of stdout")
-    p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",
-                   help="with --report: answer an ask step (repeatable)")
-    p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
-                   help="with --report: take another branch at STEP (repeatable)")
+    add_report_arguments(p)
     p.add_argument("--notes", metavar="FILE", help="notes file to include in the summary")
     add_cluster_arguments(p)
     add_node_access_arguments(p)

@@ -41,3 +41,15 @@ def add_playbook_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--playbooks", action="append", default=[], metavar="DIR",
                    help="extra playbook directory; adds or overrides shipped playbooks by id "
                         "(repeatable)")
+
+
+def add_report_arguments(p: argparse.ArgumentParser) -> None:
+    """``--report``, ``-o``, ``--answer``, ``--override``: the headless walk."""
+    p.add_argument("--report", choices=["md", "json"],
+                   help="no TUI: walk the playbooks and print the incident summary")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="with --report: write the summary to FILE (atomically) instead of stdout")
+    p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",
+                   help="with --report: answer an ask step (repeatable)")
+    p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
+                   help="with --report: take another branch at STEP (repeatable)")

@@ -8,6 +8,7 @@ from gputriage.commands.options import (
     add_cluster_arguments,
     add_node_access_arguments,
     add_playbook_arguments,
+    add_report_arguments,
 )
 
 HELP = "triage a GPU pod (the default command: `gputriage <pod>`)"
@@ -18,14 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                "ReplicaSet or DaemonSet (its pods are listed to pick from)")
     p.add_argument("--from", dest="from_bundle", metavar="DIR",
                    help="replay an evidence bundle instead of reading the live cluster")
-    p.add_argument("--report", choices=["md", "json"],
-                   help="no TUI: walk the playbooks and print the incident summary")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="with --report: write the summary to FILE (atomically) instead of stdout")
-    p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",
-                   help="with --report: answer an ask step (repeatable)")
-    p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
-                   help="with --report: take another branch at STEP (repeatable)")
+    add_report_arguments(p)
     p.add_argument("--notes", metavar="FILE", help="notes file to include in the summary")
     add_cluster_arguments(p)
     add_node_access_arguments(p)
