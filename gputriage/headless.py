@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gputriage.errors import GputriageError
@@ -45,12 +46,16 @@ def run_headless(args: argparse.Namespace) -> int:
 
     answers = parse_pairs(getattr(args, "answer", []) or [], "--answer")
     overrides = parse_pairs(getattr(args, "override", []) or [], "--override")
-    playbooks = load_playbooks([Path(p) for p in getattr(args, "playbooks", []) or []])
+    dirs = [Path(p) for p in getattr(args, "playbooks", []) or []]
+    # Importing cel and compiling every condition takes a few hundred milliseconds: do it
+    # while the evidence is being collected, not before.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="playbooks") as pool:
+        loading = pool.submit(load_playbooks, dirs)
+        session = open_session(args)
+        evidence = session.collect_all()
+        playbooks = loading.result()
     for problem in playbooks.problems:
         print(f"gputriage: warning: skipped playbook: {problem}", file=sys.stderr)
-
-    session = open_session(args)
-    evidence = session.collect_all()
     facts = build_facts(evidence)
     transcript = walk(playbooks, facts, answers, overrides)
     notes = read_notes_file(args.notes) if getattr(args, "notes", None) else []
