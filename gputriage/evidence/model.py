@@ -108,6 +108,11 @@ DESCRIPTIONS: dict[Key, str] = {
 }
 
 
+#: Longest cited line kept in a LineRef; longer lines are cut (the line number still points
+#: at the whole line in the source).
+MAX_CITE_CHARS = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class LineRef:
     """One cited line of evidence: where it came from and exactly what it said."""
@@ -116,6 +121,11 @@ class LineRef:
     source: str
     line: int  # 1-based; 0 when the fact came from a structured field without a line
     text: str
+
+    def __post_init__(self) -> None:
+        # A compact 40 MB JSON file is one line: a citation shows where, not the whole file.
+        if len(self.text) > MAX_CITE_CHARS:
+            object.__setattr__(self, "text", self.text[:MAX_CITE_CHARS] + " …(cut)")
 
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.line else self.source

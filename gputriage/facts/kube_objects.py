@@ -87,7 +87,10 @@ def cite_field(evidence: Evidence, key: str, value: Any) -> LineRef:
     ``nvidia.com/gpu.count`` line. One pass over the file per key, however many values are
     looked up (a 5,000-node list is cited node by node).
     """
-    shown = json.dumps(value) if isinstance(value, bool | int | float) else text(value)
+    try:
+        shown = json.dumps(value) if isinstance(value, bool | int | float) else text(value)
+    except ValueError:  # an integer past Python's digit limit
+        shown = ""
     hit = _field_index(evidence.raw, key).get(shown)
     if hit:
         return LineRef(evidence.key.value, evidence.source, hit[0], hit[1])

@@ -19,7 +19,8 @@ from typing import Any
 GPU_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem",
                "nouveau")
 
-_MODULE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d+)\s+(?P<count>-?\d+|-)"
+# Digit runs are bounded: a real size or count has < 19 digits, and int() refuses > 4300.
+_MODULE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d{1,18})\s+(?P<count>-?\d{1,18}|-)"
                      r"(?:\s+(?P<users>\S+))?")
 
 
@@ -65,7 +66,7 @@ def parse_lsmod(text: str) -> ModuleList:
 
 _LS_ENTRY = re.compile(
     r"^(?P<mode>[bcdlps-][rwxsStT-]{9})[.+@]?\s+\d+\s+\S+\s+\S+\s+"
-    r"(?:(?P<major>\d+),\s*(?P<minor>\d+)|\d+)\s+(?P<rest>.+)$")
+    r"(?:(?P<major>\d{1,9}),\s*(?P<minor>\d{1,9})|\d+)\s+(?P<rest>.+)$")
 _LS_MISSING = re.compile(
     r"ls: (?:cannot access )?['\"‘]?(?P<path>/[^'\"’:\s]+)['\"’]?: No such file or directory")
 _LS_DIR = re.compile(r"^(?P<dir>/\S+):$")

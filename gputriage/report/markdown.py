@@ -21,14 +21,22 @@ def fence(lines: Iterable[str], lang: str = "") -> str:
     return f"{ticks}{lang}\n{body}\n{ticks}"
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def md_text(text: Any) -> str:
+    """Text from the cluster as literal Markdown: every formatting character escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text).replace("\n", " "))
+
+
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return md_text(text)
 
 
 def render_markdown(s: dict[str, Any]) -> str:
     t = s["target"]
     title = f"{t['namespace']}/{t['pod']}" if t.get("pod") else t.get("session", "")
-    out: list[str] = [f"# GPU incident summary: {title}", ""]
+    out: list[str] = [f"# GPU incident summary: {md_text(title)}", ""]
     v = s["verdict"]
     if v["status"] == "finding":
         mark = _SEVERITY_MARK.get(v.get("severity", ""), "")
@@ -71,13 +79,13 @@ def render_markdown(s: dict[str, Any]) -> str:
         if visit["overridden"]:
             line += f" (**overridden** by the SRE; the engine proposed `{visit['proposed']}`)"
         elif visit["because"]:
-            line += f": {visit['because']}"
+            line += f": {md_text(visit['because'])}"
         if visit["unknown_facts"]:
             line += f" _(could not see: {', '.join(visit['unknown_facts'])})_"
         out.append(line)
     if s.get("question"):
         q = s["question"]
-        out += ["", f"**Waiting for an answer:** {q['prompt']}"]
+        out += ["", f"**Waiting for an answer:** {md_text(q['prompt'])}"]
         out += [f"- `{c['value']}`: {c['label']}" for c in q["choices"]]
 
     if s["notes"]:
