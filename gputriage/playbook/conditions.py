@@ -44,6 +44,24 @@ _TOKEN = re.compile(
       |(?P<punct>.)""",
     re.VERBOSE | re.DOTALL,
 )
+#: Limits on a condition, checked from its source before CEL sees it: CEL has no cost limit,
+#: so a short condition can run for minutes, take gigabytes, or (a deep enough expression
+#: tree) crash the process. Every shipped playbook is far inside them (docs/playbooks.md).
+MAX_CONDITION_CHARS = 4096
+#: Brackets (``(``, ``[``, ``{``) open at once.
+MAX_NESTING = 16
+#: Operators (``+``, ``&&``, ``==``, ``!``, ``?``...) in one condition.
+MAX_OPERATORS = 64
+#: Macros (``all``, ``exists``, ``map``...) inside one another, and in one condition.
+MAX_MACRO_NESTING = 3
+MAX_MACROS = 8
+#: Macros over the same list inside one another (``x.all(a, x.all(b, ...))`` is 2).
+MAX_SAME_LIST_NESTING = 2
+#: Items of one list or map literal.
+MAX_LITERAL_ITEMS = 64
+_OPERATORS = frozenset({"&&", "||", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%",
+                        "!", "?"})
+_OPEN = {"(": ")", "[": "]", "{": "}"}
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*)")
 
 
@@ -96,6 +114,16 @@ class CelSyntaxError(ValueError):
         return before + max(self.col - 1, 0)
 
 
+class CelLimitError(CelSyntaxError):
+    """A condition over one of the limits (:data:`MAX_CONDITION_CHARS` and friends)."""
+
+    @classmethod
+    def at(cls, source: str, offset: int, message: str) -> CelLimitError:
+        line = source.count("\n", 0, offset) + 1
+        col = offset - (source.rfind("\n", 0, offset) + 1) + 1
+        return cls(message, line, col)
+
+
 @dataclass(frozen=True, eq=False)
 class Condition:
     """A compiled CEL condition."""
@@ -140,6 +168,7 @@ def compile_condition(source: str) -> Condition:
     import cel
 
     text = source.rstrip()
+    check_limits(text)
     try:
         program = cel.compile(text)
     except Exception as exc:
@@ -148,6 +177,86 @@ def compile_condition(source: str) -> Condition:
     variables = set(program.variables())
     refs = tuple(r for r in fact_refs(text) if r.group in variables)
     return Condition(text, refs, program)
+
+
+def check_limits(source: str) -> None:
+    """Raise :class:`CelLimitError` where ``source`` is over a limit, at the offending token.
+
+    Reads the source only (CEL's parser and evaluator are what deep or huge conditions break).
+    """
+    if len(source) > MAX_CONDITION_CHARS:
+        raise CelLimitError.at(source, 0, f"the condition is {len(source)} characters long: "
+                               f"at most {MAX_CONDITION_CHARS}; split it into steps")
+    tokens = [(m.lastgroup or "", m.group(), m.start()) for m in _TOKEN.finditer(source)]
+    tokens = [t for t in tokens if t[0] != "space"]
+    # Open brackets: (closing char, macro range or None, is a list/map literal, items so far);
+    # a macro's range is the dotted path it iterates ("kernel.xids"), "" for anything else.
+    stack: list[tuple[str, str | None, bool, int]] = []
+    operators = macros = 0
+    i = 0
+    while i < len(tokens):
+        kind, text, start = tokens[i]
+        prev = tokens[i - 1] if i else ("", "", 0)
+        if kind == "punct" and i + 1 < len(tokens) and text + tokens[i + 1][1] in _OPERATORS \
+                and tokens[i + 1][2] == start + 1:
+            text = text + tokens[i + 1][1]
+            i += 1
+        if kind == "punct" and text in _OPERATORS:
+            operators += 1
+            if operators > MAX_OPERATORS:
+                raise CelLimitError.at(source, start, f"more than {MAX_OPERATORS} operators in "
+                                       "one condition; split it into steps")
+        elif text in _OPEN:
+            macro = None
+            if text == "(" and i >= 2 and prev[0] == "ident" and prev[1] in MACROS \
+                    and tokens[i - 2][1] == ".":
+                macro = _macro_range(tokens, i - 2)
+                _check_macro(source, prev, macro, [m for _, m, _, _ in stack if m is not None])
+                macros += 1
+                if macros > MAX_MACROS:
+                    raise CelLimitError.at(source, prev[2], f"more than {MAX_MACROS} macros "
+                                           "in one condition; split it into steps")
+            # '[' after an operand indexes it; otherwise it starts a list literal.
+            literal = text == "{" or (text == "[" and not (
+                (prev[0] in ("ident", "string", "number") and prev[1] not in RESERVED)
+                or prev[1] in (")", "]", "}")))
+            stack.append((_OPEN[text], macro, literal, 0))
+            if len(stack) > MAX_NESTING:
+                raise CelLimitError.at(source, start, f"brackets nested more than {MAX_NESTING} "
+                                       "deep")
+        elif stack and text == stack[-1][0]:
+            stack.pop()
+        elif text == "," and stack and stack[-1][2]:
+            close, macro, literal, items = stack[-1]
+            stack[-1] = (close, macro, literal, items + 1)
+            if items + 1 >= MAX_LITERAL_ITEMS:
+                raise CelLimitError.at(source, start, f"a literal of more than "
+                                       f"{MAX_LITERAL_ITEMS} items")
+        i += 1
+
+
+def _macro_range(tokens: list[tuple[str, str, int]], dot: int) -> str:
+    """The dotted path before ``tokens[dot]`` (the ``.`` of ``.all(``), or ""."""
+    parts: list[str] = []
+    j = dot - 1
+    while j >= 0 and tokens[j][0] == "ident":
+        parts.append(tokens[j][1])
+        if j >= 1 and tokens[j - 1][1] == ".":
+            j -= 2
+            continue
+        return ".".join(reversed(parts)) if j == 0 or tokens[j - 1][1] != "]" else ""
+    return ""
+
+
+def _check_macro(source: str, name: tuple[str, str, int], rng: str, open_: list[str]) -> None:
+    """Refuse macros nested too deep, or iterating a list already iterated twice around them."""
+    if len(open_) >= MAX_MACRO_NESTING:
+        raise CelLimitError.at(source, name[2], f"'{name[1]}' nests macros more than "
+                               f"{MAX_MACRO_NESTING} deep: a walk could run for minutes")
+    if rng and open_.count(rng) >= MAX_SAME_LIST_NESTING:
+        raise CelLimitError.at(source, name[2], f"'{name[1]}' iterates '{rng}' inside "
+                               f"{MAX_SAME_LIST_NESTING} macros over it already: a walk over a "
+                               "long list could run for minutes")
 
 
 def new_context(variables: dict[str, Any]) -> cel.Context:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 YamlPath = tuple[str | int, ...]
 
-#: Deeper nesting than this is not a playbook (and guards against alias bombs).
+#: Deeper nesting than this is not a playbook.
 MAX_DEPTH = 64
 
 
@@ -117,6 +117,9 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Problem]]:
 
     smap = SourceMap(file, text)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    refused = _refuse_bombs(text, smap, loader)
+    if refused is not None:
+        return None, smap, [refused]
     try:
         root = yaml.compose(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
@@ -143,6 +146,45 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Problem]]:
     problems: list[Problem] = []
     data = _build(root, (), smap, problems, 0)
     return data, smap, problems
+
+
+def _refuse_bombs(text: str, smap: SourceMap, loader: Any) -> Problem | None:
+    """A problem at the first alias, or at the first collection nested past :data:`MAX_DEPTH`.
+
+    Scans the event stream before composing: an alias bomb ("billion laughs") is small as
+    nodes but explodes when walked, and very deep nesting is slow or crashes the composer.
+    Syntax errors are left to the composer, which reports them better.
+    """
+    import yaml
+
+    depth = 0
+    anchors: set[str] = set()
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            mark = event.start_mark
+            if isinstance(event, yaml.NodeEvent) and not isinstance(event, yaml.AliasEvent) \
+                    and event.anchor:
+                anchors.add(event.anchor)
+            if mark is None:
+                continue
+            if isinstance(event, yaml.AliasEvent):
+                if event.anchor not in anchors:
+                    return None  # the composer reports an undefined alias
+                return smap.problem_at(
+                    mark.line + 1, mark.column + 1, "YAML aliases are not allowed in playbooks",
+                    f"'*{event.anchor}' repeats the node anchored as '&{event.anchor}'; "
+                    "write the value out instead", len(event.anchor or "") + 1)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return smap.problem_at(mark.line + 1, mark.column + 1,
+                                           f"nesting deeper than {MAX_DEPTH} levels",
+                                           "a playbook is never nested this deeply")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
 
 
 def _span(node: Node, smap: SourceMap) -> Span:

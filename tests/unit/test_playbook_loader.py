@@ -86,6 +86,22 @@ CASES = [
     ("unused-finding", 38, 3, "finding 'lost.all-visible' is never concluded by any branch", ""),
     ("wrong-kind", 8, 12, "'needs' of step 'xid' must be a list of strings, got a string",
      "write a list: [kernel]"),
+    ("cel-too-long", 18, 15, "the condition is 4694 characters long: at most 4096; split it "
+     "into steps", ""),
+    ("cel-too-deep", 18, 31, "brackets nested more than 16 deep", ""),
+    ("cel-too-many-operators", 18, 273, "more than 64 operators in one condition; split it "
+     "into steps", ""),
+    ("cel-macro-nesting", 18, 97, "'exists' nests macros more than 3 deep: a walk could run "
+     "for minutes", ""),
+    ("cel-same-list-nesting", 18, 65, "'all' iterates 'kernel.xids' inside 2 macros over it "
+     "already: a walk over a long list could run for minutes", ""),
+    ("cel-too-many-macros", 18, 339, "more than 8 macros in one condition; split it into "
+     "steps", ""),
+    ("cel-literal-too-long", 18, 274, "a literal of more than 64 items", ""),
+    ("yaml-alias", 16, 13, "YAML aliases are not allowed in playbooks",
+     "'*question' repeats the node anchored as '&question'; write the value out instead"),
+    ("yaml-too-deep", 19, 75, "nesting deeper than 64 levels",
+     "a playbook is never nested this deeply"),
     ("yaml-syntax", 9, 13, "YAML syntax error: did not find expected ',' or ']' (while "
      "parsing a flow sequence)", "a flow sequence started at line 8, column 12"),
 ]
