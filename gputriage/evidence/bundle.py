@@ -160,6 +160,8 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
     if stripped.startswith(("{", "[")):
         try:
             data = json.loads(text, parse_int=_json_int)
+        except RecursionError:
+            return _too_deep(key, source, note, text, "json")
         except json.JSONDecodeError as exc:
             what = "truncated" if _json_unfinished(text) else "malformed"
             return Evidence(key, Status.ERROR,
@@ -172,6 +174,8 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
 
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
             data = yaml.load(text, Loader=loader)
+        except RecursionError:
+            return _too_deep(key, source, note, text, "yaml")
         except Exception as exc:  # yaml raises many types; all mean "not readable YAML"
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
@@ -184,6 +188,12 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
     items = data.get("items") if isinstance(data, dict) else None
     count = f"{len(items)} items" if isinstance(items, list) else "object"
     return Evidence(key, Status.OK, f"{count} ({fmt}){note}", text, source, data, fmt)
+
+
+def _too_deep(key: Key, source: str, note: str, text: str, fmt: str) -> Evidence:
+    return Evidence(key, Status.ERROR,
+                    f"{source} is nested too deeply to read as {fmt.upper()} (brackets or "
+                    f"indentation thousands of levels deep){note}", text, source, None, fmt)
 
 
 def _json_int(digits: str) -> int | str:

@@ -511,7 +511,10 @@ class KubeSource:
                                     "limitBytes": LOG_LIMIT_BYTES}
         if previous:
             query["previous"] = True
-        reply = self.client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query)
+        # max_bytes: an API server (or proxy) that ignores limitBytes must not make us read a
+        # huge log whole; the kept bytes are what limitBytes would have served.
+        reply = self.client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query,
+                                max_bytes=LOG_LIMIT_BYTES)
         label = what or f"container {container}"
         if reply.status == 400:  # waiting to start, no previous container...
             return Evidence(key, Status.UNAVAILABLE, f"{label}: {reply.message()}", "",
@@ -522,7 +525,8 @@ class KubeSource:
             return Evidence(key, Status.UNAVAILABLE, f"{label} has written no log lines", "",
                             reply.shown)
         ev = decode(key, reply.body, source=reply.shown)
-        cut = len(reply.body) >= LOG_LIMIT_BYTES or reply.body.count(b"\n") >= LOG_TAIL_LINES
+        cut = (reply.truncated or len(reply.body) >= LOG_LIMIT_BYTES
+               or reply.body.count(b"\n") >= LOG_TAIL_LINES)
         note = f"{label}" + (f", last {LOG_TAIL_LINES} lines / {LOG_LIMIT_BYTES >> 20} MiB"
                              if cut else "")
         return replace(ev, detail=f"{ev.detail}; {note}") if ev.ok else ev

@@ -30,6 +30,8 @@ from gputriage.evidence.sshconfig import (
     Hop,
     Route,
     SshConfigError,
+    UnsafeHostError,
+    check_host,
     has_host_entry,
     load_config,
     resolve_route,
@@ -144,13 +146,21 @@ class SshNodeSource:
     # -- where to connect ------------------------------------------------------------------
 
     def alias_for(self, query: NodeQuery) -> str:
-        """The name handed to ssh_config for this node (see the module docstring)."""
+        """The name handed to ssh_config for this node (see the module docstring).
+
+        A ``--node-address`` or a node address from the cluster is checked first
+        (:func:`~gputriage.evidence.sshconfig.check_host`): ssh_config's ``Match exec`` would
+        run it through a local shell. A node name is used only when a ``Host`` entry the user
+        wrote matches it.
+        """
         override = self.settings.overrides.get(query.node)
         if override:
-            return override
+            return check_host(override, f"--node-address of {query.node}")
         if query.node and has_host_entry(self._load_config(), query.node):
             return query.node
-        return query.address or query.node
+        if query.address:
+            return check_host(query.address, f"the address of node {query.node}")
+        return check_host(query.node, "node") if query.node else ""
 
     def route_for(self, query: NodeQuery) -> Route:
         return resolve_route(self.alias_for(query), self._load_config(), user=self.settings.user)
@@ -168,6 +178,8 @@ class SshNodeSource:
             with self._lock:
                 alias = self.alias_for(query)
                 node_lock = self._node_locks.setdefault(alias, threading.Lock())
+        except UnsafeHostError as exc:
+            raise _Failure(Status.UNAVAILABLE, str(exc)) from exc
         except SshConfigError as exc:
             raise _Failure(Status.ERROR, f"ssh_config: {exc}") from exc
         if not alias:
@@ -282,7 +294,8 @@ class SshNodeSource:
         try:
             client.connect(
                 hop.hostname, hop.port, username=hop.user, sock=sock,
-                key_filename=keys or None,  # type: ignore[arg-type]  # str | list look_for_keys=not hop.identity_files,
+                key_filename=keys or None,  # type: ignore[arg-type]  # str | list
+                look_for_keys=not hop.identity_files,
                 allow_agent=True, timeout=timeout, banner_timeout=timeout,
                 auth_timeout=timeout, channel_timeout=timeout)
         except _HostKeyRefused as exc:

@@ -7,10 +7,13 @@ to dial in order, each hop resolved through the same config as OpenSSH does (``s
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
-from collections.abc import Mapping
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import TYPE_CHECKING, Any
@@ -24,8 +27,41 @@ MAX_HOPS = 8
 _HOP = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@]+)@)?(?P<host>\[[^\]]+\]|[^:@]+)(?::(?P<port>\d+))?$")
 
 
+#: What a host name or address may hold: DNS names, IPv4, IPv6 (with a %zone). Anything else
+#: (shell metacharacters, spaces, quotes) is refused before ssh_config sees it, since
+#: ``Match exec`` runs a local shell with %h substituted (cf. OpenSSH CVE-2023-51385).
+_SAFE_HOST = re.compile(r"^[A-Za-z0-9._:%-]+$")
+
+
 class SshConfigError(ValueError):
     """The ssh_config (or a ProxyJump spec) cannot be followed; the message says why."""
+
+
+class UnsafeHostError(SshConfigError):
+    """A host name or address that gputriage refuses to hand to ssh_config or to connect to."""
+
+
+def unsafe_host_reason(host: str) -> str:
+    """Why ``host`` is not an acceptable host name or address ("" when it is)."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not bare:
+        return "it is empty"
+    if len(bare) > 255:
+        return "it is longer than 255 characters"
+    if bare.startswith("-"):
+        return "it starts with '-'"
+    if not _SAFE_HOST.match(bare):
+        return ("it holds characters that are not allowed in a host name or IP address "
+                "(only letters, digits, '.', '-', '_', ':' and '%')")
+    return ""
+
+
+def check_host(host: str, what: str = "host") -> str:
+    """``host`` if it is a plain host name or IP address, else :class:`UnsafeHostError`."""
+    reason = unsafe_host_reason(host)
+    if reason:
+        raise UnsafeHostError(f"refusing to connect to {what} {host!r}: {reason}")
+    return host
 
 
 @dataclass(frozen=True)
@@ -89,10 +125,15 @@ def load_config(path: str | None = None) -> paramiko.SSHConfig:
 
 
 def has_host_entry(config: paramiko.SSHConfig, name: str) -> bool:
-    """Whether a ``Host`` pattern other than ``*`` matches ``name`` (a node name in config)."""
-    for pattern in config.get_hostnames():
-        if pattern != "*" and not pattern.startswith("!") and fnmatch(name, pattern):
-            return True
+    """Whether a ``Host`` pattern other than ``*`` matches ``name`` (a node name in config).
+
+    ``Match`` blocks are ignored here (their criteria need a full lookup to evaluate, and
+    paramiko's ``get_hostnames`` raises ``KeyError: 'host'`` on them).
+    """
+    for entry in getattr(config, "_config", []):
+        for pattern in entry.get("host", ()) if isinstance(entry, dict) else ():
+            if pattern != "*" and not pattern.startswith("!") and fnmatch(name, pattern):
+                return True
     return False
 
 
@@ -133,7 +174,8 @@ def _route(alias: str, config: paramiko.SSHConfig, user: str, port: int | None, 
     if depth > MAX_HOPS:
         raise SshConfigError(f"ProxyJump chain to {alias} is longer than {MAX_HOPS} hops "
                              "(a loop in ssh_config?)")
-    entry = config.lookup(alias)
+    with _match_exec_guard(alias):
+        entry = config.lookup(alias)
     hop = _hop(alias, entry, user, port)
     spec = jump_spec if jump_spec is not None else str(entry.get("proxyjump", ""))
     jumps = parse_jumps(spec)
@@ -175,3 +217,54 @@ def _hop(alias: str, entry: Mapping[str, Any], user: str, port: int | None) -> H
                                 for f in str(entry.get("userknownhostsfile", "")).split()),
         connect_timeout=timeout,
     )
+
+
+#: Seconds a ``Match exec`` command may run (OpenSSH has no limit; a triage cannot wait).
+MATCH_EXEC_TIMEOUT = 10.0
+_EXEC_LOCK = threading.Lock()
+
+
+class _ExecResult:
+    def __init__(self, ok: bool) -> None:
+        self.ok = ok
+
+
+class _MatchExec:
+    """Stands in for the ``invoke`` module paramiko runs ``Match exec`` commands with.
+
+    ``invoke.run`` mirrors our stdin into the command (it would steal the TUI's keyboard and
+    fails under a captured stdin); this runs the command like OpenSSH does (``sh -c``) with
+    stdin and output closed and a timeout. A host name that did not pass
+    :func:`unsafe_host_reason` (a node name matched by a ``Host`` pattern) is never run
+    through the shell: the lookup fails instead.
+    """
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def run(self, command: str, **_: object) -> _ExecResult:
+        if unsafe_host_reason(self.alias) and self.alias in command:
+            raise UnsafeHostError(f"refusing to run ssh_config Match exec {command!r}: it holds "
+                                  f"the host name {self.alias!r}, which "
+                                  f"{unsafe_host_reason(self.alias)}")
+        try:
+            done = subprocess.run(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  timeout=MATCH_EXEC_TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return _ExecResult(False)
+        return _ExecResult(done.returncode == 0)
+
+
+@contextlib.contextmanager
+def _match_exec_guard(alias: str) -> Iterator[None]:
+    """Run paramiko's ``Match exec`` commands for this lookup through :class:`_MatchExec`."""
+    import paramiko.config as pconfig
+
+    with _EXEC_LOCK:
+        saved = getattr(pconfig, "invoke", None)
+        pconfig.invoke = _MatchExec(alias)  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            pconfig.invoke = saved  # type: ignore[attr-defined]

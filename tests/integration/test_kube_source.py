@@ -355,3 +355,17 @@ def test_a_pod_answer_that_is_not_a_pod_stops_before_the_walk(kube_api: KubeAPI,
     assert info.value.title == "API server error"
     assert "with something that is not a pod" in info.value.message
     assert "expected kind Pod, got 'Status'" in info.value.message
+
+
+def test_a_log_bigger_than_limit_bytes_is_cut_by_the_client(kube_api: KubeAPI,
+                                                             live_args: Args) -> None:
+    """An API (or proxy) that ignores limitBytes: the client still reads at most that much."""
+    from gputriage.evidence.kube import LOG_LIMIT_BYTES
+
+    kube_api.fail(r"/pods/trainer-0/log$", 200, b"step 1 loss 2.0\n" * (LOG_LIMIT_BYTES // 4),
+                  content_type="text/plain")
+    _, ev = collect(live_args, "trainer-0")
+    log = ev[Key.CONTAINER_LOG]
+    assert log.ok, log.detail
+    assert len(log.raw.encode()) <= LOG_LIMIT_BYTES
+    assert f"{LOG_LIMIT_BYTES >> 20} MiB" in log.detail

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pytest
 
@@ -310,3 +310,19 @@ def test_keepalive_responses_are_not_held_by_nagle(kube_api: KubeAPI) -> None:
         durations.append(time.perf_counter() - started)
     conn.close()
     assert statistics.median(durations) < 0.02, durations
+
+
+def test_percent_encoded_names_are_decoded_when_routing() -> None:
+    name, ns = "odd name;$(x)", "ns/with slash"
+    cluster = Cluster().add(c.namespace(ns), c.pod(name, ns, containers=[c.container("main")],
+                                                      statuses=[c.running("main")]))
+    cluster.logs[(ns, name, "main", False)] = "hello\n"
+    with KubeAPI(cluster) as api:
+        q = lambda s: quote(s, safe="")  # noqa: E731
+        status, body = get(api, f"/api/v1/namespaces/{q(ns)}/pods/{q(name)}")
+        assert status == 200, body
+        assert body["metadata"]["name"] == name
+        status, text = get(api, f"/api/v1/namespaces/{q(ns)}/pods/{q(name)}/log",
+                           {"container": "main"})
+        assert (status, text) == (200, "hello\n")
+        assert api.requests[0].path == f"/api/v1/namespaces/{q(ns)}/pods/{q(name)}"

@@ -33,7 +33,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.kubeapi.cluster import Cluster, Obj
 from tests.kubeapi.resources import Resource
@@ -300,7 +300,9 @@ class KubeAPI:
         return self._users.get(token.strip())
 
     def _route(self, path: str, query: Mapping[str, list[str]], user: User) -> _Reply:
-        parts = [p for p in path.split("/") if p]
+        # Split first, then percent-decode each segment (as kube-apiserver does): a name may
+        # hold an encoded "/" or any other character a client had to escape.
+        parts = [unquote(p) for p in path.split("/") if p]
         if path in ("/healthz", "/livez", "/readyz"):
             return _Reply(200, b"ok", "text/plain; charset=utf-8")
         if path == "/version":

@@ -129,3 +129,11 @@ def test_integers_past_pythons_digit_limit_do_not_escape() -> None:
     ev = decode(Key.NODE, f'{{"kind": "Node", "metadata": {{"name": "n", "x": {huge}}}}}'
                 .encode(), source="b/node.json")
     assert ev.ok and ev.data["metadata"]["x"] == huge
+
+
+@pytest.mark.parametrize("blob", [b"[" * 100_000, b'{"a":' * 100_000, b"- " * 100_000],
+                         ids=["json-arrays", "json-objects", "yaml-list"])
+def test_nesting_too_deep_is_an_error_not_a_recursion_error(blob: bytes) -> None:
+    ev = decode(Key.EVENTS, blob, source="deep/events.json")
+    assert ev.status is Status.ERROR
+    assert "nested too deeply" in ev.detail or "nesting depth" in ev.detail, ev.detail

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,21 @@ import pytest
 from gputriage.commands.options import add_node_access_arguments
 from gputriage.errors import GputriageError
 from gputriage.evidence.local import LocalNodeSource
+from gputriage.evidence.model import Key, Status
 from gputriage.evidence.nodes import node_address, node_source_from_args, parse_node_addresses
 from gputriage.evidence.sources import NodeQuery
-from gputriage.evidence.ssh import SshNodeSource
+from gputriage.evidence.ssh import SshNodeSource, SshSettings
 from gputriage.evidence.sshconfig import (
+    Hop,
+    Route,
     SshConfigError,
+    UnsafeHostError,
+    check_host,
     has_host_entry,
     load_config,
     parse_jumps,
     resolve_route,
+    unsafe_host_reason,
 )
 from tests.conftest import require_tool
 
@@ -191,3 +198,76 @@ def test_node_source_from_args(config_file: Path) -> None:
     assert ssh.alias_for(q) == "jump2"
     assert ssh.alias_for(NodeQuery(node="gpu-node-4", address="10.0.9.9")) == "gpu-node-4"
     assert ssh.alias_for(NodeQuery(node="cpu-1", address="10.0.9.9")) == "10.0.9.9"
+
+
+def test_has_host_entry_tolerates_match_blocks(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text('Match exec "true"\n  ServerAliveInterval 30\n\n' + CONFIG
+                    + "\nMatch host gpu-*\n  User other\n")
+    cfg = load_config(str(path))
+    assert has_host_entry(cfg, "gpu-node-12")
+    assert not has_host_entry(cfg, "cpu-node-1")
+
+
+@pytest.mark.parametrize("via", ["override", "address"])
+@pytest.mark.parametrize("bad", ["10.0.0.9;touch X;#", "$(touch X)", "a b", "-oProxyCommand=x",
+                                 "`id`", "h'q"])
+def test_unsafe_host_names_are_refused_before_any_ssh_config_lookup(
+        tmp_path: Path, via: str, bad: str) -> None:
+    canary = tmp_path / "canary"
+    path = tmp_path / "config"
+    path.write_text(f'Match exec "touch {canary}"\n  ServerAliveInterval 30\n')
+    overrides = {"gpu-7": bad} if via == "override" else {}
+    ssh = SshNodeSource(SshSettings(config_path=str(path), overrides=overrides))
+    ev = ssh.collect(Key.LSMOD, NodeQuery(node="gpu-7", address=bad), 5.0)
+    assert ev.status is Status.UNAVAILABLE, ev.detail
+    assert "refusing to connect" in ev.detail and repr(bad) in ev.detail, ev.detail
+    assert not canary.exists()
+    with pytest.raises(UnsafeHostError):
+        check_host(bad)
+
+
+@pytest.mark.parametrize("good", ["10.0.0.9", "gpu-7.example.net", "fe80::1%eth0", "[::1]",
+                                  "node_1"])
+def test_plain_host_names_and_addresses_pass(good: str) -> None:
+    assert unsafe_host_reason("") and unsafe_host_reason("[]")
+    assert unsafe_host_reason(good) == ""
+    assert check_host(good) == good
+
+
+def test_identity_file_turns_off_default_key_search(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    import paramiko
+
+    seen: list[dict[str, object]] = []
+
+    def connect(self: paramiko.SSHClient, hostname: str, port: int = 22,
+                **kwargs: object) -> None:
+        seen.append(kwargs)
+        raise paramiko.AuthenticationException("no")
+
+    monkeypatch.setattr(paramiko.SSHClient, "connect", connect)
+    key = tmp_path / "id"
+    key.write_text("x")
+    ssh = SshNodeSource(SshSettings(known_hosts=str(tmp_path / "kh")))
+    for files, look in (((str(key),), False), ((), True)):
+        hop = Hop(alias="n", hostname="127.0.0.1", user="u", identity_files=files)
+        with pytest.raises(Exception, match="refused"):
+            ssh._login(hop, Route((hop,)), None, time.monotonic() + 5, [])
+        assert seen[-1]["look_for_keys"] is look
+
+
+def test_match_exec_runs_quietly_and_never_with_an_unsafe_node_name(tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    path = tmp_path / "config"
+    path.write_text(f'Match exec "test %h = gpu-node-1"\n  User matched\n'
+                    f'Match exec "touch {canary}.%h"\n  Port 2222\n' + CONFIG)
+    cfg = load_config(str(path))
+    assert resolve_route("gpu-node-1", cfg).target.user == "matched"  # stdin not touched
+    hostile = "gpu-node-9`touch X`"
+    assert has_host_entry(cfg, hostile)  # Host gpu-node-* matches it
+    with pytest.raises(UnsafeHostError, match="refusing to run ssh_config Match exec"):
+        resolve_route(hostile, cfg)
+    made = sorted(p.name for p in tmp_path.glob("canary*"))
+    assert "canary.gpu-node-1" in made  # Match exec ran, for safe names only
+    assert not [m for m in made if "gpu-node-9" in m] and not Path("X").exists()
