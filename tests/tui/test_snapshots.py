@@ -30,10 +30,6 @@ async def settled(pilot: Pilot[Any]) -> None:
     await settle(pilot, pilot.app)
 
 
-def test_first_screen(snap_compare: Any, tmp_path: Path) -> None:
-    assert snap_compare(app_for(tmp_path), terminal_size=SIZE, run_before=settled)
-
-
 def test_verdict(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(app_for(tmp_path), press=["enter", "enter"], terminal_size=SIZE,
                         run_before=settled)
