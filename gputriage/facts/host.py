@@ -8,8 +8,8 @@ not loaded" and "we could not run lsmod" lead to different fixes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, LineRef
 from gputriage.facts.model import (
@@ -121,15 +121,31 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     return known(SPEC, values, cites)
 
 
-def _modules(ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef]]) -> None:
+class _Parsed(Protocol):
+    problem: str
+
+
+_P = TypeVar("_P", bound=_Parsed)
+
+
+def _parsed(ev: Evidence, values: dict[str, Any], part: str,
+            parse: Callable[[str], _P]) -> _P | None:
+    """Parse one host source, or record in ``<part>_reason`` why it is not usable."""
     if not ev.ok:
-        values["modules_reason"] = reason_for(ev)
+        values[f"{part}_reason"] = reason_for(ev)
+        return None
+    result = parse(ev.raw)
+    if result.problem:
+        values[f"{part}_reason"] = f"{ev.source}: {result.problem}"
+        return None
+    return result
+
+
+def _modules(ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef]]) -> None:
+    listing: ModuleList | None = _parsed(ev, values, "modules", parse_lsmod)
+    if listing is None:
         return
-    listing: ModuleList = parse_lsmod(ev.raw)
     lines = ev.lines()
-    if listing.problem:
-        values["modules_reason"] = f"{ev.source}: {listing.problem}"
-        return
     values["modules_known"] = True
     values["modules"] = [m.name for m in listing.modules]
     values["module_use_counts"] = {m.name: m.use_count for m in listing.modules
@@ -144,14 +160,10 @@ def _modules(ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef
 
 
 def _devices(ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef]]) -> None:
-    if not ev.ok:
-        values["devices_reason"] = reason_for(ev)
+    listing: DeviceListing | None = _parsed(ev, values, "devices", parse_dev_nvidia)
+    if listing is None:
         return
-    listing: DeviceListing = parse_dev_nvidia(ev.raw)
     lines = ev.lines()
-    if listing.problem:
-        values["devices_reason"] = f"{ev.source}: {listing.problem}"
-        return
     values["devices_known"] = True
     values["device_nodes"] = [n.name for n in listing.nodes]
     values["gpu_device_nodes"] = len(listing.gpu_nodes())
@@ -167,12 +179,8 @@ def _devices(ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef
 
 
 def _containerd(ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef]]) -> None:
-    if not ev.ok:
-        values["containerd_reason"] = reason_for(ev)
-        return
-    config: ContainerdConfig = parse_containerd_config(ev.raw)
-    if config.problem:
-        values["containerd_reason"] = f"{ev.source}: {config.problem}"
+    config: ContainerdConfig | None = _parsed(ev, values, "containerd", parse_containerd_config)
+    if config is None:
         return
     nvidia = config.nvidia_runtime()
     primary = nvidia or config.runtime(config.default_runtime)

@@ -128,8 +128,8 @@ def timeline(facts: FactSet) -> list[dict[str, str]]:
         if group is None or not group.known:
             continue
         for item in _dict_items(group.values.values()):
-            when = next((_parse_time(item[k]) for k in _TIME_KEYS if k in item
-                         and _parse_time(item[k])), None)
+            when = next((t for k in _TIME_KEYS if k in item
+                         if (t := _parse_time(item[k])) is not None), None)
             if when is None:
                 continue
             text = next((str(item[k]) for k in _TEXT_KEYS if item.get(k)), "")
