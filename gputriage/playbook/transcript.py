@@ -97,6 +97,34 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """A finding weighed by the differential check beside the walk's verdict.
+
+    In ``Transcript.consistent`` the finding's ``requires`` holds and nothing rules it out;
+    in ``Transcript.ruled_out`` its ``ruled_out_by`` fired (``because`` says which evidence).
+    """
+
+    id: str
+    title: str
+    severity: str
+    confidence: str  # certain | likely | possible ("" for ruled-out findings)
+    because: str  # why it is consistent with the evidence, or why it is ruled out
+    evidence: tuple[LineRef, ...] = ()
+    branch: str = ""  # the "playbook/step" whose override reaches it, when one does
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "because": self.because,
+            "evidence": [r.to_dict() for r in self.evidence],
+            "branch": self.branch,
+        }
+
+
+@dataclass(frozen=True)
 class Question:
     """An ``ask`` step waiting for the SRE."""
 
@@ -116,6 +144,9 @@ class Transcript:
     question: Question | None = None  # set when the walk waits for an answer
     warnings: tuple[str, ...] = field(default_factory=tuple)
     entry_reason: str = ""  # why the walk started where it did (the route's `because`)
+    confidence: str = ""  # of the verdict: certain | likely | possible ("" when undetermined)
+    consistent: tuple[Alternative, ...] = ()  # other findings the evidence supports, best first
+    ruled_out: tuple[Alternative, ...] = ()  # findings the evidence rules out, with why
 
     @property
     def concluded(self) -> bool:
