@@ -117,7 +117,7 @@ def _complete(meta: dict[str, Any], recorded: Any) -> bool:
     A hand-assembled bundle holds what someone pasted, so an item missing from its lists
     (the device-plugin pod in node-pods.json, say) is unknown rather than absent.
     """
-    if meta.get("tool") != "gputriage":
+    if not str(meta.get("tool") or "").startswith("gputriage"):
         return False
     if isinstance(recorded, dict) and "complete" in recorded:
         return recorded["complete"] is True
