@@ -48,7 +48,9 @@ SPEC = GroupSpec(
             "Admission failures: " + _SIGNAL_DOC + "; kind is devices_unavailable | "
             "no_healthy_devices | previously_allocated_unhealthy | unregistered_device | "
             "preferred_allocation_failed | prestart_failed | endpoint_not_found | "
-            "out_of_resource | allocate_failed | unexpected_admission | rejected."),
+            "out_of_resource | topology_affinity (Topology Manager: 'Resources cannot be "
+            "allocated with Topology locality') | allocate_failed | unexpected_admission | "
+            "rejected."),
         "admission_kinds": FieldSpec("list<string>", [],
                                      "Sorted unique kinds of admission_errors."),
         "runtime_handler_missing": FieldSpec(

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gputriage.parsers import runtime_errors
+
 _SIZE = r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|[KMGT])\b"
 
 
@@ -93,14 +95,11 @@ OOM_IDS = frozenset({"torch_cuda_oom", "vllm_free_memory_low", "vllm_no_cache_me
 
 _MAX_LINE = 2000
 
-_CDI_DEVICES = re.compile(r"unresolvable CDI devices? "
-                          r"(?P<devs>[\w./-]+=[\w.-]+(?::\d+)?(?:,\s*[\w./-]+=[\w.-]+(?::\d+)?)*)")
 
 
 def cdi_devices(line: str) -> list[str]:
     """The CDI device names (``vendor/class=name``) an ``unresolvable CDI devices`` line lists."""
-    m = _CDI_DEVICES.search(line)
-    return [d.strip() for d in m["devs"].split(",")] if m else []
+    return runtime_errors.cdi_devices(line)
 
 
 @dataclass(frozen=True)
