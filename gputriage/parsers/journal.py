@@ -276,9 +276,11 @@ _ADMISSION_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("prestart_failed", re.compile(r"PreStartContainer rpc failed")),
     ("endpoint_not_found", re.compile(r"endpoint not found in cache for a registered resource"
                                       r"(?::? (?P<res>[^\s,]+))?")),
+    # The numbers first: a journal line may carry the reason (OutOf<res>) before the message.
     ("out_of_resource", re.compile(
         r"Node didn't have enough resource: (?P<res>[^\s,]+), requested: (?P<req>\d+), "
-        r"used: \d+, capacity: (?P<avail>\d+)|\bOutOf(?P<res2>[\w./-]+)")),
+        r"used: \d+, capacity: (?P<avail>\d+)")),
+    ("out_of_resource", re.compile(r"\bOutOf(?P<res2>[\w./-]+)")),
     ("topology_affinity", re.compile(r"Resources cannot be allocated with Topology locality|"
                                      r"\bTopologyAffinityError\b|Topology Affinity Error")),
     # "Allocate failed due to" (k8s >= 1.17), "Update plugin resources failed due to" (older).
