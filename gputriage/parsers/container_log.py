@@ -78,7 +78,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("nvml_driver_mismatch", "the NVML library in the container does not match the driver",
          r"Failed to initialize NVML: Driver/library version mismatch"),
     _sig("no_nvidia_driver", "the container sees no NVIDIA driver (no GPU was injected)",
-         r"Found no NVIDIA driver on your system"),
+         r"Found no NVIDIA driver on your system"
+         r"|NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver"),
     _sig("no_cuda_device", "the container sees no GPU",
          r"no CUDA-capable device is detected|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE"),
     _sig("illegal_memory_access", "a kernel touched invalid GPU memory (application bug, or a "

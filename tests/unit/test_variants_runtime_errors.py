@@ -155,6 +155,15 @@ CLI_VARIANTS: list[tuple[str, str, str, str]] = [
      "initialization",
      "load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or "
      "directory"),
+    # runc 1.2 on Kubernetes (containerd task), driver upgraded under the running kernel
+    # module: NVIDIA/k8s-device-plugin#1431; same text as a StartError, NVIDIA/gpu-operator#898
+    ("runc-1.2-containerd-version-mismatch",
+     "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+     "runc create failed: unable to start container process: error during container init: "
+     "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected mode as "
+     "'legacy'\nnvidia-container-cli: initialization error: nvml error: driver/library version "
+     "mismatch: unknown",
+     "initialization", "nvml error: driver/library version mismatch"),
     # runc 1.2 "error running prestart hook #0": MauriceNino/dashdot#1226
     ("runc-1.2-prestart-hook",
      "Error response from daemon: failed to create task for container: failed to create shim "
