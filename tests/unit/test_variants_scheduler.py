@@ -122,6 +122,28 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("volcano-unavailable",
      "0/1 nodes are unavailable: 1 hami-vgpuDeviceSharing error.",
      {"generation": "volcano", "scheduler": "volcano", "total": 1, "other": 1}),
+    # Volcano gang texts name no node reason: attributed to Volcano, never a verdict.
+    # volcano-sh/volcano#519 (before v0.3: "job is not ready")
+    ("volcano-gang-job-not-ready",
+     "10/6 tasks in gang unschedulable: job is not ready, 10 minAvailable, 6 Pending.",
+     {"recognised": False, "scheduler": "volcano"}),
+    # volcano-sh/volcano#520 ("pod group is not ready")
+    ("volcano-gang-pod-group",
+     "10/6 tasks in gang unschedulable: pod group is not ready, 10 minAvailable, 6 Pending.",
+     {"recognised": False, "scheduler": "volcano"}),
+    # volcano-sh/volcano#2416 (Pending reasons appended)
+    ("volcano-gang-undetermined",
+     "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable; "
+     "Pending: 1 Undetermined",
+     {"recognised": False, "scheduler": "volcano"}),
+    # volcano-sh/volcano#4971 (no "tasks in gang" prefix)
+    ("volcano-gang-no-prefix",
+     "pod group is not ready, 1 minAvailable, 7 Running, 89 Pending; Pending: 89 Unschedulable",
+     {"recognised": False, "scheduler": "volcano"}),
+    # volcano-sh/volcano#604 (PodGroup condition)
+    ("volcano-gang-zero-nodes",
+     "1/0 tasks in gang unschedulable: 0 nodes are available",
+     {"recognised": False, "scheduler": "volcano"}),
     # Project-HAMi/HAMi#602 (FilteringFailed event from hami-scheduler)
     ("hami-all-node-scores",
      "no available node, all node scores do not meet",
@@ -141,10 +163,22 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
      "0/1 nodes are available: 1 Insufficient huawei.com/Ascend910B3-memory. preemption: 0/1 "
      "nodes are available: 1 No preemption victims found for incoming pod.",
      {"generation": "framework", "insufficient:huawei.com/Ascend910B3-memory": 1}),
-    # kai-scheduler/KAI-Scheduler#39 (via k8s-messages.md 2.6)
+    # kai-scheduler/KAI-Scheduler#39 (Unschedulable event from kai-scheduler)
     ("kai-gpus",
      "No nodes with enough resources were found: 2 node(s) didn't have enough resources: GPUs.",
      {"generation": "kai", "scheduler": "kai-scheduler", "insufficient:nvidia.com/gpu": 2}),
+    # kai-scheduler/KAI-Scheduler#256 (GPU-memory fraction on a node KAI sees no GPU on)
+    ("kai-not-a-gpu-node",
+     "no nodes with enough resources were found: 1 node is not a gpu node or the gpu memory "
+     "count on the node was not synced yet, task: <default/gpu-memory>, node: <minikube>.",
+     {"generation": "kai", "scheduler": "kai-scheduler", "other": 1}),
+    # kai-scheduler/KAI-Scheduler#577 (gang of DRA pods, PodGroup condition)
+    ("kai-gang-dra",
+     "PodSchedulingErrors: Resources were found for 5 pods while 17 are required for gang "
+     "scheduling. Additional pods cannot be scheduled due to: no nodes with enough resources "
+     "were found: 12 cannot allocate all claims.",
+     {"generation": "kai", "scheduler": "kai-scheduler", "dra": 12}),
+    # KAI with a MIG profile and an RDMA resource (observed, k8s-messages.md 2.6)
     ("kai-mig-profile",
      "Resources were not found for pod ns/p due to: no nodes with enough resources were found: "
      "1 node(s) didn't have enough resources: rdma/shared_mlx5.\n6 node(s) didn't have enough "
@@ -163,7 +197,7 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
      {"generation": "framework", "total": 2, "other": 2}),
 ]
 
-_KINDS = ("taint", "selector", "unschedulable", "too_many_pods", "volume", "other")
+_KINDS = ("taint", "selector", "unschedulable", "too_many_pods", "volume", "dra", "other")
 
 
 @pytest.mark.parametrize(("message", "expected"), [(m, e) for _, m, e in VARIANTS],
