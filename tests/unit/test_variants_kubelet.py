@@ -139,3 +139,40 @@ def test_scheduling_failure_is_not_an_admission_error() -> None:
     values, _ = summarise([_event("FailedScheduling", message)])
     assert values["admission_errors"] == []
     assert values["failed_scheduling"] == message
+
+
+# --- device-manager lines that name no pod: (id, journal text, registered, endpoint kinds) -----
+NODE_LINE_VARIANTS: list[tuple[str, str, list[str], list[str]]] = [
+    # k8s ~1.15-1.20 unstructured klog: NVIDIA/k8s-device-plugin#178 (the gRPC "scheme not
+    # registered" chatter right after it is noise, not an unregistered plugin)
+    ("registration-unstructured",
+     'Jun 01 11:41:24 fabricnode1 kubelet[11402]: I0601 11:41:24.847969   11402 manager.go:411] '
+     'Got registration request from device plugin with resource name "nvidia.com/gpu"\n'
+     'Jun 01 11:41:24 fabricnode1 kubelet[11402]: I0601 11:41:24.848055   11402 endpoint.go:179] '
+     'scheme "" not registered, fallback to default scheme\n',
+     ["nvidia.com/gpu"], []),
+    # structured klog (k8s >= 1.21) as K3s logs it: ROCm/k8s-device-plugin#31
+    ("registration-structured",
+     'I1125 10:01:30.604506  143363 server.go:142] "Got registration request from device plugin '
+     'with resource" resourceName="amd.com/gpu"\n',
+     ["amd.com/gpu"], []),
+    # k8s 1.10 endpoint stream ends: networkservicemesh/networkservicemesh#101
+    ("listandwatch-ended",
+     'Jun 18 13:21:56 kube-5.sbezverk.cisco.com kubelet[1356]: I0618 13:21:56.639130    1356 '
+     'manager.go:290] Got registration request from device plugin with resource name '
+     '"nsm.ligato.io/socket"\n'
+     'Jun 18 13:21:56 kube-5.sbezverk.cisco.com kubelet[1356]: E0618 13:21:56.640441    1356 '
+     'endpoint.go:132] listAndWatch ended unexpectedly for device plugin nsm.ligato.io/socket '
+     'with error EOF\n',
+     ["nsm.ligato.io/socket"], ["listandwatch_ended"]),
+]
+
+
+@pytest.mark.parametrize(("text", "registered", "endpoint_kinds"),
+                         [(t, r, k) for _, t, r, k in NODE_LINE_VARIANTS],
+                         ids=[i for i, *_ in NODE_LINE_VARIANTS])
+def test_device_manager_node_line_variant(text: str, registered: list[str],
+                                          endpoint_kinds: list[str]) -> None:
+    journal = parse_kubelet_journal(text, namespace="ml", pod="train-0")
+    assert [r for r, _ in journal.registrations] == registered
+    assert [s.kind for s in journal.endpoint_errors] == endpoint_kinds

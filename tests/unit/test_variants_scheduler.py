@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from gputriage.evidence.model import LineRef
+from gputriage.facts.events import summarise
 from gputriage.parsers.scheduler import GENERATIONS, parse_scheduler_message
 
 # (id, message, expected) - expected keys: generation, scheduler, total, recognised, and
@@ -239,3 +241,37 @@ def test_taint_only_fragment_without_envelope() -> None:
     assert not parsed.recognised
     assert [(r.kind, r.taint_key, r.taint_value) for r in parsed.reasons] == [
         ("taint", "nvidia.com/gpu", "present")]
+
+
+# Scheduling-failure events of each scheduler: (id, reason, component, message)
+EVENT_VARIANTS: list[tuple[str, str, str, str]] = [
+    # kai-scheduler/KAI-Scheduler#39 ("Warning  Unschedulable  kai-scheduler  ...")
+    ("kai-unschedulable", "Unschedulable", "kai-scheduler",
+     "No nodes with enough resources were found: 2 node(s) didn't have enough resources: GPUs."),
+    # Project-HAMi/HAMi#602 (event recorder log: reason="FilteringFailed")
+    ("hami-filtering-failed", "FilteringFailed", "hami-scheduler",
+     "no available node, all node scores do not meet"),
+    # volcano-sh/volcano#2416 ("FailedScheduling ... volcano")
+    ("volcano-failed-scheduling", "FailedScheduling", "volcano",
+     "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable; "
+     "Pending: 1 Undetermined"),
+    # Project-HAMi/HAMi#1413 (hami-scheduler speaking kube-scheduler's envelope)
+    ("hami-kube-envelope", "FailedScheduling", "hami-scheduler",
+     "0/1 nodes are available: 1 Insufficient huawei.com/Ascend910B3-memory. preemption: 0/1 "
+     "nodes are available: 1 No preemption victims found for incoming pod."),
+]
+
+
+@pytest.mark.parametrize(("reason", "component", "message"),
+                         [(r, c, m) for _, r, c, m in EVENT_VARIANTS],
+                         ids=[i for i, *_ in EVENT_VARIANTS])
+def test_scheduling_failure_event_of_every_scheduler(reason: str, component: str,
+                                                     message: str) -> None:
+    record = {"type": "Warning", "reason": reason, "message": message, "count": 1, "first": "",
+              "last": "", "age": "", "source": component, "line": 3}
+    values, cites = summarise([(record, LineRef("events", "events.json", 3, message))])
+    assert values["failed_scheduling"] == message
+    assert values["failed_scheduling_source"] == component
+    assert values["failed_scheduling_reason"] == reason
+    assert cites["failed_scheduling"][0].line == 3
+    assert values["admission_errors"] == []
