@@ -25,7 +25,11 @@ from gputriage.facts.model import (
     unknown,
     unknown_from,
 )
-from gputriage.parsers.runtime_errors import container_cli_errors, missing_runtime_handler
+from gputriage.parsers.runtime_errors import (
+    container_cli_errors,
+    hook_errors,
+    missing_runtime_handler,
+)
 
 #: Event reasons with which a scheduler says it cannot place the pod: kube-scheduler and
 #: Volcano (``FailedScheduling``), KAI-scheduler and Volcano (``Unschedulable``), HAMi's
@@ -83,6 +87,13 @@ COMMON_FIELDS: dict[str, FieldSpec] = {
         "(initialization | detection | device | requirement | mount | permission | ...) and "
         "message is \"nvidia-container-cli: <kind> error: <detail>\" whatever the runtime's "
         "wrapping (containerd, CRI-O, Docker; runc hook wording of any version)."),
+    "oci_hook_errors": FieldSpec(
+        "list<map>", [],
+        "OCI hooks that failed while the runtime created a container, quoted by any event "
+        "(NVIDIA's nvidia-container-runtime-hook, nvidia-ctk / nvidia-cdi-hook "
+        "create-symlinks...), as maps stage, message; stage is what runc named (prestart, "
+        "createContainer...; '' when not named) and message is what the hook printed (its "
+        "logged msg, or its stderr)."),
     "dra_errors": FieldSpec("list", [], "FailedPrepareDynamicResources messages."),
     "container_errors": FieldSpec("list", [], "Container create/start failures (reason Failed "
                                               "'Error: ...', CreateContainerError...), image "
@@ -161,6 +172,7 @@ def summarise(records: list[tuple[dict[str, Any], LineRef]]
     cites: dict[str, list[LineRef]] = {}
     values: dict[str, Any] = {name: spec.default for name, spec in COMMON_FIELDS.items()}
     values["nvidia_container_cli_errors"] = []
+    values["oci_hook_errors"] = []
     lists: dict[str, list[str]] = {k: [] for k in (
         "sandbox_errors", "admission_errors", "dra_errors", "container_errors", "image_errors",
         "failed_mount")}
@@ -203,6 +215,10 @@ def summarise(records: list[tuple[dict[str, Any], LineRef]]
             if err.to_fact() not in values["nvidia_container_cli_errors"]:
                 values["nvidia_container_cli_errors"].append(err.to_fact())
             note("nvidia_container_cli_errors", ref)
+        for hook in hook_errors(message):
+            if hook.to_fact() not in values["oci_hook_errors"]:
+                values["oci_hook_errors"].append(hook.to_fact())
+            note("oci_hook_errors", ref)
     values.update(lists)
     values["items"] = [r for r, _ in records]
     values["reasons"] = reasons

@@ -27,6 +27,7 @@ from gputriage.parsers.runtime_errors import (
     CDI_FAILURE,
     cdi_devices,
     container_cli_errors,
+    hook_errors,
     missing_runtime_handler,
 )
 
@@ -336,6 +337,7 @@ class KubeletJournal:
     runtime_handler_lines: list[int] = field(default_factory=list)
     sandbox_errors: list[Signal] = field(default_factory=list)
     container_cli_errors: list[Signal] = field(default_factory=list)
+    hook_errors: list[Signal] = field(default_factory=list)
     cdi_errors: list[Signal] = field(default_factory=list)
     dra_errors: list[Signal] = field(default_factory=list)
     evictions: list[Signal] = field(default_factory=list)
@@ -467,6 +469,8 @@ def _classify(out: KubeletJournal, line: LogLine, relation: _Relation,
         _add(out.sandbox_errors, Signal("sandbox", _error_tail(text), n))
     for err in container_cli_errors(text):
         _add(out.container_cli_errors, Signal(err.kind, err.message, n))
+    for hook in hook_errors(text):
+        _add(out.hook_errors, Signal(hook.stage, hook.detail, n))
     if CDI_FAILURE.search(text):
         _add(out.cdi_errors, Signal("cdi", _error_tail(text), n, devices=cdi_devices(text)))
     if _DRA.search(text):

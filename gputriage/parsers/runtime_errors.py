@@ -42,6 +42,31 @@ _CDI_DEVICES = re.compile(r"unresolvable CDI devices? (?P<devs>[\w./-]+=[\w.-]+(
                           r"(?:,\s*[\w./-]+=[\w.-]+(?::\d+)?)*)")
 
 
+#: An OCI hook failed, in every runc generation: ``running prestart hook 0 caused`` (runc <=
+#: 1.0-rc9), ``Running hook #0::`` (1.0), ``error running hook #0`` (1.1), ``error running
+#: prestart hook #0`` / ``error running createContainer hook #1`` (1.2+). NVIDIA's hooks
+#: (nvidia-container-runtime-hook, nvidia-ctk / nvidia-cdi-hook) are the usual ones on GPU nodes.
+_HOOK = re.compile(r"(?:error running (?P<stage>[a-zA-Z]+) hook #\d+"
+                   r"|running (?P<old>prestart) hook \d+ caused"
+                   r"|(?:error )?running hook #\d+:?)"
+                   r"[^\n]{0,2000}?stderr: (?P<stderr>.*)", re.I | re.S)
+_HOOK_MSG = re.compile(r'level=(?:error|fatal) msg=\\*"(?P<msg>(?:[^"\\]|\\.)*?)\\*"')
+_AUTO_DETECTED = re.compile(r"^Auto-detected mode as '[^']*'\s*")
+#: The NVIDIA runtime's own (non-hook) failure to add its hook (nvidia-docker#1017).
+_INJECT_HOOK = re.compile(r"inject NVIDIA hook: (?P<detail>[^\n\"]+)")
+
+
+@dataclass(frozen=True)
+class HookError:
+    """A failed OCI hook: the stage runc named and what the hook printed on stderr."""
+
+    stage: str  # prestart | createContainer | createRuntime | startContainer | "" (not named)
+    detail: str
+
+    def to_fact(self) -> dict[str, str]:
+        return {"stage": self.stage, "message": self.detail}
+
+
 @dataclass(frozen=True)
 class ContainerCliError:
     """One ``nvidia-container-cli`` complaint: its class and the normalised message."""
@@ -83,3 +108,30 @@ def cdi_devices(text: str) -> list[str]:
     m = _CDI_DEVICES.search(text or "")
     # A sentence-ending period is not part of the name (moby/moby#47633: "...=demo1.").
     return [d.strip().rstrip(".") for d in m["devs"].split(",")] if m else []
+
+
+def hook_errors(text: str) -> list[HookError]:
+    """OCI hook failures in ``text`` with the hook's own words (its logrus ``msg`` when it
+    printed one, else its stderr), whatever the runc and runtime wording around them."""
+    out: list[HookError] = []
+    for m in _HOOK.finditer(text or ""):
+        stage = m["stage"] or m["old"] or ""
+        stderr = m["stderr"]
+        logged = _HOOK_MSG.search(stderr)
+        if logged:
+            detail = re.sub(r'\\+"', '"', logged["msg"])
+        else:
+            detail = _AUTO_DETECTED.sub("", re.sub(r"\\+n", "\n", stderr).strip())
+            cli = re.search(r"nvidia-container-cli(?:\.real)?: ", detail)
+            detail = detail[cli.start():] if cli else detail  # drop "exec command: [...]"
+            detail = re.split(r'\\*"|\n', detail, maxsplit=1)[0]
+        detail = re.sub(r"\\+n", " ", detail)
+        detail = re.sub(r"(?::\s*unknown)+\.?\s*$", "", detail.strip()).strip().rstrip(".")
+        err = HookError(stage, detail.strip())
+        if err.detail and err not in out:
+            out.append(err)
+    for m in _INJECT_HOOK.finditer(text or ""):
+        err = HookError("", f"inject NVIDIA hook: {m['detail'].strip()}")
+        if err not in out:
+            out.append(err)
+    return out

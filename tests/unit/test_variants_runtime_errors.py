@@ -12,6 +12,7 @@ the way the kubelet does (Go ``%q``) instead of inventing a journal line.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -21,6 +22,7 @@ from gputriage.parsers.journal import parse_kubelet_journal
 from gputriage.parsers.runtime_errors import (
     cdi_devices,
     container_cli_errors,
+    hook_errors,
     missing_runtime_handler,
 )
 
@@ -177,6 +179,73 @@ CLI_VARIANTS: list[tuple[str, str, str, str]] = [
      "earlier cuda container"),
 ]
 
+# mount / ldcache classes: NVIDIA/nvidia-container-toolkit#295, hekmak/Conf-net#5
+CLI_VARIANTS += [
+    ("runc-old-mount-error",
+     r'docker: Error response from daemon: OCI runtime create failed: container_linux.go:349: '
+     r'starting container process caused "process_linux.go:449: container init caused '
+     r'\"process_linux.go:432: running prestart hook 1 caused \\\"error running hook: exit status '
+     r'1, stdout: , stderr: exec command: [/usr/bin/nvidia-container-cli --load-kmods configure '
+     r'--ldconfig=@/sbin/ldconfig.real --device=all --compute --compat32 --graphics --utility '
+     r'--video --display --pid=9165 /var/lib/docker/overlay2/2a1a1c3555109e20c5ba2e386cc3ce69cbb8'
+     r'0c3850663c1909db8c46ed565c0c/merged]\\\\nnvidia-container-cli: mount error: file creation '
+     r'failed: /var/lib/docker/overlay2/2a1a1c3555109e20c5ba2e386cc3ce69cbb80c3850663c1909db8c46ed'
+     r'565c0c/merged/usr/lib/aarch64-linux-gnu/libnvidia-fatbinaryloader.so.440.18: file exists'
+     r'\\\\n\\\"\"": unknown',
+     "mount",
+     "file creation failed: /var/lib/docker/overlay2/2a1a1c3555109e20c5ba2e386cc3ce69cbb80c3850663"
+     "c1909db8c46ed565c0c/merged/usr/lib/aarch64-linux-gnu/libnvidia-fatbinaryloader.so.440.18: "
+     "file exists"),
+    ("runc-1.0-ldcache-error",
+     "docker: Error response from daemon: OCI runtime create failed: container_linux.go:380: "
+     "starting container process caused: process_linux.go:545: container init caused: Running "
+     "hook #1:: error running hook: exit status 1, stdout: , stderr: nvidia-container-cli: "
+     "ldcache error: open failed: /sbin/ldconfig.real: no such file or directory: unknown.",
+     "ldcache", "open failed: /sbin/ldconfig.real: no such file or directory"),
+]
+
+# --- any OCI hook, NVIDIA's toolkit hooks included: (id, message, stage, hook's words) ---------
+HOOK_VARIANTS: list[tuple[str, str, str, str]] = [
+    # nvidia-ctk / nvidia-cdi-hook create-symlinks (toolkit 1.17.0, CDI mode), logrus msg:
+    # NVIDIA/nvidia-container-toolkit#772
+    ("cdi-hook-create-link",
+     'failed to create task for container: failed to create shim task: OCI runtime create '
+     'failed: runc create failed: unable to start container process: error during container '
+     'init: error running hook #1: error running hook: exit status 1, stdout: , stderr: '
+     'time="yyyy-mm-ddThh:mm:ss+hh:mm" level=error msg="failed to create link '
+     '[libGLX_nvidia.so.535.183.01 /usr/lib/x86_64-linux-gnu/libGLX_indirect.so.0]: failed to '
+     'check if link exists: unexpected link target: libGLX_mesa.so.0": unknown"',
+     "", "failed to create link [libGLX_nvidia.so.535.183.01 "
+         "/usr/lib/x86_64-linux-gnu/libGLX_indirect.so.0]: failed to check if link exists: "
+         "unexpected link target: libGLX_mesa.so.0"),
+    # a hook binary that is not the NVIDIA hook, quoted by dockerd:
+    # NVIDIA/nvidia-container-toolkit#14
+    ("hook-wrong-binary",
+     r'Handler for POST /v1.41/containers/31dc8c5a195f/start returned error: OCI runtime create '
+     r'failed: container_linux.go:380: starting container process caused: process_linux.go:545: '
+     r'container init caused: Running hook #1:: error running hook: exit status 3, stdout: , '
+     r'stderr: time=\"2022-02-13T11:11:05+11:00\" level=error msg=\"No help topic for '
+     r"'prestart'\\n\": unknown",
+     "", "No help topic for 'prestart'"),
+    # the runtime could not even add its hook (nvidia-container-runtime log):
+    # NVIDIA/nvidia-docker#1017
+    ("runtime-inject-hook",
+     "2019/07/23 14:19:45 ERROR: inject NVIDIA hook: stat /usr/bin/nvidia-container-runtime-hook: "
+     "no such file or directory",
+     "", "inject NVIDIA hook: stat /usr/bin/nvidia-container-runtime-hook: no such file or "
+         "directory"),
+    # runc 1.2 names the stage: MauriceNino/dashdot#1226
+    ("runc-1.2-prestart-stage",
+     CLI_VARIANTS[[i for i, *_ in CLI_VARIANTS].index("runc-1.2-prestart-hook")][1],
+     "prestart",
+     "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update "
+     "your driver to a newer version, or use an earlier cuda container"),
+    # runc <= 1.0-rc9, exec command form: the cli line, not the command, is the hook's word
+    ("runc-old-exec-command-stage",
+     CLI_VARIANTS[0][1], "prestart",
+     "nvidia-container-cli: device error: unknown device id: no-gpu-has-8000MiB-to-run"),
+]
+
 # --- CDI: (id, message, devices) ---------------------------------------------------------------
 CDI_VARIANTS: list[tuple[str, str, list[str]]] = [
     # NVIDIA runtime modifier under containerd (k8s event): NVIDIA/nvidia-container-toolkit#1239
@@ -248,6 +317,17 @@ def test_container_cli_variant(message: str, kind: str, detail: str) -> None:
     assert [(s.kind, s.message) for s in journal.container_cli_errors] == [(kind, expected)]
 
 
+@pytest.mark.parametrize(("message", "stage", "detail"),
+                         [(m, s, d) for _, m, s, d in HOOK_VARIANTS],
+                         ids=[i for i, *_ in HOOK_VARIANTS])
+def test_oci_hook_variant(message: str, stage: str, detail: str) -> None:
+    assert [(h.stage, h.detail) for h in hook_errors(message)] == [(stage, detail)]
+    values, _ = summarise([_event("Failed", message)])
+    assert values["oci_hook_errors"] == [{"stage": stage, "message": detail}]
+    journal = parse_kubelet_journal(_journal_line(message), namespace="default", pod="gpu-pod")
+    assert [(s.kind, s.message) for s in journal.hook_errors] == [(stage, detail)]
+
+
 @pytest.mark.parametrize(("message", "devices"), [(m, d) for _, m, d in CDI_VARIANTS],
                          ids=[i for i, *_ in CDI_VARIANTS])
 def test_cdi_variant(message: str, devices: list[str]) -> None:
@@ -265,6 +345,17 @@ def test_unrelated_runtime_errors_are_not_misread() -> None:
              'connect: connection refused"')
     assert missing_runtime_handler(other) is None
     assert container_cli_errors(other) == []
+    assert hook_errors(other) == []
     values, _ = summarise([_event("FailedCreatePodSandBox", other)])
     assert values["runtime_handler_missing"] is False
     assert values["sandbox_errors"] == [other]
+
+
+def test_hostile_repetition_does_not_hang() -> None:
+    """Hook wrappers without a stderr, repeated over a 64 KiB journal line (the longest the
+    journal parser reads), are scanned in bounded time (a generous bound: "does not hang")."""
+    text = "error running hook #1: " * 3000 + "running prestart hook 0 caused " * 2000
+    started = time.monotonic()
+    assert hook_errors(text) == []
+    assert container_cli_errors("nvidia-container-cli: x error: " * 3000) != []
+    assert time.monotonic() - started < 10
