@@ -72,6 +72,23 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
      "https://github.com/NVIDIA/k8s-device-plugin#prerequisites\n"
      "F1030 05:12:02.805498       1 main.go:44] failed to initialize NVML\n",
      {"nvml_errors": ["could not load NVML library"], "runtime_hint": 1}),
+    # v0.14.5 go-nvml return code: Project-HAMi/HAMi#452 (title)
+    ("v0.14-nvml-error-unknown",
+     "Failed to initialize NVML: ERROR_UNKNOWN\n",
+     {"nvml_errors": ["ERROR_UNKNOWN"]}),
+    # v0.16 fatal chain: NVIDIA/k8s-device-plugin#856
+    ("v0.16-nvml-init-failed",
+     "error starting plugins: error creating plugin manager: unable to create plugin manager: "
+     "nvml init failed: ERROR_LIBRARY_NOT_FOUND\n",
+     {"nvml_errors": ["ERROR_LIBRARY_NOT_FOUND"]}),
+    # v0.17 resource-manager warning: NVIDIA/k8s-device-plugin#1371
+    ("v0.17-nvml-not-detected",
+     "W0819 07:02:54.757542       1 rm.go:108] mig-strategy=\"mixed\" is only supported with "
+     "NVML\n"
+     "W0819 07:02:54.757556       1 rm.go:109] NVML not detected: could not load NVML library: "
+     "libnvidia-ml.so.1: cannot open shared object file: No such file or directory\n",
+     {"nvml_errors": ["could not load NVML library: libnvidia-ml.so.1: cannot open shared "
+                      "object file: No such file or directory"]}),
     # v0.15+: no devices and no NVML: NVIDIA/k8s-device-plugin#1134 (title)
     ("incompatible-strategy",
      "Incompatible strategy detected auto\n"
