@@ -18,8 +18,11 @@ markup). Printable characters are otherwise kept, so the words stay what the clu
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import sys
+from collections.abc import Iterator
 from typing import IO, Any
 
 from gputriage.report.redact import MASK, SECRET_KEY, is_secret_name, redact_env, redact_text
@@ -166,14 +169,69 @@ def _inline_code(body: str) -> str:
 # -- terminal ----------------------------------------------------------------------------------
 
 
-def echo(text: str = "", *, file: IO[str] | None = None, end: str = "\n") -> None:
-    """Print cluster-derived text on stdout (or ``file``) through :func:`clean`."""
-    print(clean(text), file=file if file is not None else sys.stdout, end=end)
+class SafeStream(io.TextIOBase):
+    """A text stream that passes everything written to it through :func:`clean`.
+
+    Installed over ``sys.stdout``/``sys.stderr`` for every command (:func:`funnelled_stdio`),
+    so no print anywhere, including an API error body or a log line printed by ``collect``,
+    ``facts`` or ``xid -``, can put an escape sequence on the operator's terminal or a secret
+    in a pipe. Whole lines are cleaned at once (so redaction sees a line whole); ``flush``
+    cleans and writes what is pending (a prompt). Even a chunk cut through an escape sequence
+    is safe: a lone ESC is a control character and removed.
+    """
+
+    def __init__(self, raw: IO[str], limit: int = 1 << 16) -> None:
+        super().__init__()
+        self.raw = raw
+        self._pending = ""
+        self._limit = limit
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            head, _, self._pending = self._pending.rpartition("\n")
+            self.raw.write(clean(head + "\n"))
+        if len(self._pending) > self._limit:
+            self._emit()
+        return len(text)
+
+    def _emit(self) -> None:
+        if self._pending:
+            text, self._pending = self._pending, ""
+            self.raw.write(clean(text))
+
+    def flush(self) -> None:
+        self._emit()
+        self.raw.flush()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.raw, "encoding", "utf-8"))
 
 
-def echo_err(text: str) -> None:
-    """Print a message on stderr through :func:`clean` (API error bodies included)."""
-    print(clean(text), file=sys.stderr)
+@contextlib.contextmanager
+def funnelled_stdio() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` through :class:`SafeStream` for the block. The TUI
+    is unaffected: Textual draws on ``sys.__stderr__``."""
+    saved = sys.stdout, sys.stderr
+    out, err = SafeStream(saved[0]), SafeStream(saved[1])
+    sys.stdout, sys.stderr = out, err
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+        for stream in (out, err):
+            with contextlib.suppress(Exception):
+                stream.flush()
 
 
 def markup_free(text: str) -> Any:

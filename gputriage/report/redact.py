@@ -27,6 +27,11 @@ _SECRETISH = (r"pass(?:word|wd|phrase)?|pwd|secret|token|api[-_]?key|apikey|acce
               r"private[-_]?key|credentials?|auth|session[-_]?key|client[-_]?key|signature|"
               r"cookie|account[-_]?key|sas|dsn|connection[-_]?string|hf_?token")
 SECRET_NAME = re.compile(rf"(?i)({_SECRETISH})")
+#: The narrower set used where a name sits in free text (``name: value``, ``--flag value``):
+#: words like "signature" or "auth" are prose there far more often than a secret.
+_VALUE_NAMES = (r"password|passwd|passphrase|secret|token|api[-_]?key|apikey|access[-_]?key|"
+                r"private[-_]?key|credentials?|session[-_]?key|client[-_]?key|account[-_]?key|"
+                r"auth[-_]?token|connection[-_]?string")
 #: Names that mention a secret but hold none: a reference to one (its name, key, path).
 _NOT_A_VALUE = re.compile(r"(?i)(name|ref|path|file|dir|mount|expiration\w*|seconds|ttl|"
                           r"type|kind|id|count|length|size|required|mode|enabled|"
@@ -90,12 +95,13 @@ CATALOGUE: tuple[tuple[str, re.Pattern[str], _Repl], ...] = (
     ("env-json", re.compile(r"(?i)(\"name\"\s*:\s*\"(?P<name>[^\"]*)\"\s*,\s*\"value\"\s*:\s*\")"
                             r"(?P<value>(?:\\.|[^\"\\])*)\""), _named),
     # Command-line flags: --password X, --api-key=X, sshpass -p X.
-    ("cli-flag", re.compile(r"(?i)(?<![\w-])(?P<name>--?[a-z0-9][a-z0-9_-]*)(?:=|\s+)"
+    ("cli-flag", re.compile(r"(?i)(?<![\w-])(?P<name>--?[a-z0-9_-]*(?:" + _VALUE_NAMES
+                            + r")[a-z0-9_-]*)(?:=|\s+)"
                             r"(?P<value>(?!-)[^\s\"']+|\"[^\"]*\"|'[^']*')"), _named),
     ("sshpass", re.compile(r"\b(sshpass\s+(?:-[a-oq-zA-Z]\S*\s+)*-p\s*)\S+"), rf"\1{MASK}"),
     # name = value, name: value, "name": "value" (kubeconfig, YAML, JSON, ini, env dumps).
     ("named-value", re.compile(
-        r"(?i)(?<![\w-])(?P<name>[a-z0-9_.-]*(?:" + _SECRETISH + r")[a-z0-9_.-]*)[\"']?"
+        r"(?i)(?<![\w-])(?P<name>[a-z0-9_.-]*(?:" + _VALUE_NAMES + r")[a-z0-9_.-]*)[\"']?"
         r"(?P<sep>\s*=\s*|:\s*)(?P<q>[\"']?)(?P<value>[^\s\"',;}]{3,})"), _named),
     # Tokens recognised by their own shape.
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),
