@@ -40,6 +40,9 @@ _ESCAPES = re.compile(
     """,
     re.VERBOSE,
 )
+#: A CSI sequence spelled out, as a JSON file or a Go %q holds it (``\u001b[1m``): inert
+#: already, but it would split a secret (``AKIA\u001b[1m...``) so redaction missed it.
+_SPELLED_CSI = re.compile(r"\\(?:u001[bB]|x1[bB]|033|e)\[[0-?]*[ -/]*[@-~]")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 CUT_MARK = " …(cut)"
 
@@ -61,6 +64,10 @@ def inert(text: str) -> str:
     return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
 
 
+def _unspelled(text: str) -> str:
+    return _SPELLED_CSI.sub("", text) if "\\" in text else text
+
+
 def inert_line(text: str) -> str:
     """Like :func:`inert`, for single-line fields: newlines and tabs become spaces."""
     return inert(text).replace("\n", " ").replace("\t", " ")
@@ -68,7 +75,7 @@ def inert_line(text: str) -> str:
 
 def clean(data: bytes | str, limit: int = 0) -> str:
     """The funnel: decode, strip escapes and controls, redact, then cut to ``limit`` chars."""
-    text = redact_text(inert(decode(data)))
+    text = redact_text(_unspelled(inert(decode(data))))
     if limit and len(text) > limit:
         text = text[:limit] + CUT_MARK
     return text

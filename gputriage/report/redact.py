@@ -89,11 +89,13 @@ CATALOGUE: tuple[tuple[str, re.Pattern[str], _Repl], ...] = (
     ("azure-account-key", re.compile(
         r"(?i)\b(AccountKey|SharedAccessKey|SharedAccessSignature)=[^;\s\"']+"), rf"\1={MASK}"),
     # docker config.json: "auth": "base64(user:pw)"
-    ("docker-auth", re.compile(r"(?i)(\"(?:auth|identitytoken|registrytoken)\"\s*:\s*\")"
-                               r"[^\"]+\""), rf"\1{MASK}\""),
+    ("docker-auth", re.compile(r'(?i)(\\?"(?:auth|identitytoken|registrytoken)\\?"\s*:\s*\\?")'
+                               r'[^"\\]+'), rf"\1{MASK}"),
     # env entries as JSON: {"name": "DB_PASSWORD", "value": "..."} (compact or spaced).
-    ("env-json", re.compile(r"(?i)(\"name\"\s*:\s*\"(?P<name>[^\"]*)\"\s*,\s*\"value\"\s*:\s*\")"
-                            r"(?P<value>(?:\\.|[^\"\\])*)\""), _named),
+    # (also JSON inside a JSON string: the last-applied-configuration annotation)
+    ("env-json", re.compile(r'(?i)(\\?"name\\?"\s*:\s*\\?"(?P<name>[^"\\]*)\\?"\s*,\s*'
+                            r'\\?"value\\?"\s*:\s*\\?")(?P<value>(?:\\[^"]|[^"\\])*)'),
+     _named),
     # Command-line flags: --password X, --api-key=X, sshpass -p X.
     ("cli-flag", re.compile(r"(?i)(?<![\w-])(?P<name>--?[a-z0-9_-]*(?:" + _VALUE_NAMES
                             + r")[a-z0-9_-]*)(?:=|\s+)"
@@ -114,7 +116,7 @@ CATALOGUE: tuple[tuple[str, re.Pattern[str], _Repl], ...] = (
      f"hooks.slack.com/services/{MASK}"),
     ("openai-key", re.compile(r"\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), MASK),
     ("stripe-key", re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"), MASK),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), MASK),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35,}"), MASK),
     ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}"), MASK),
 )
 

@@ -21,7 +21,8 @@ PGP = ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n" + "\n".join(PGP_BODY)
 PLANTED: tuple[tuple[str, str], ...] = (
     ("AKIA\x1b[1mIOSFODNN7SECRT01\x1b[0m used", "IOSFODNN7SECRT01"),
     ("login password=\x1b[31mHunter2SECRET02\x1b[0m ok", "Hunter2SECRET02"),
-    ("aws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYSECRET03", "wJalrXUtnFEMIK7MDENGbPxRfiCYSECRET03"),
+    ("aws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYSECRET03",
+     "wJalrXUtnFEMIK7MDENGbPxRfiCYSECRET03"),
     ("AWS_SECRET_ACCESS_KEY: je7MtGbClwBF2Zp9Utk5SECRET04", "je7MtGbClwBF2Zp9Utk5SECRET04"),
     ("curl -H 'Authorization: token tokSECRET05abcdef' https://api", "tokSECRET05abcdef"),
     ("x-api-key: xakSECRET06abcdef", "xakSECRET06abcdef"),
