@@ -67,7 +67,7 @@ def run_headless(args: argparse.Namespace) -> int:
 
     text = render(args.report, session.description, session.context, evidence, facts,
                   transcript, notes)
-    if getattr(args, "output", None):
+    if getattr(args, "output", None) not in (None, "", "-"):  # "-": stdout
         path = atomic_write(args.output, text)
         print(f"gputriage: wrote {path}", file=sys.stderr)
     else:
