@@ -159,3 +159,18 @@ def test_headless_run_against_every_hostile_mode_exits_promptly(api: KubeAPI,
     assert elapsed < 60, (elapsed, done.stderr.decode()[-2000:])
     assert done.returncode in (EXIT_FINDING, EXIT_UNDETERMINED, EXIT_WAITING), \
         done.stderr.decode()[-2000:]
+
+
+def test_scan_stops_an_endless_pod_list(api: KubeAPI, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputriage.scan import collect as scan_collect
+    from gputriage.scan.collect import Scope, scan
+
+    monkeypatch.setattr(scan_collect, "MAX_PAGES", 30)
+    api.endless_pagination("^pods$")
+    client = client_for(api, tmp_path)
+    updates = list(scan(client, Scope(namespace="")))
+    pods = next(ls for ls in updates[-1].listings if ls.what == "pods")
+    assert pods.status is Status.ERROR
+    assert pods.detail.startswith("the list did not end after 30 pages of 500")
+    assert len([r for r in api.requests if r.path == "/api/v1/pods"]) == 30
