@@ -284,7 +284,10 @@ FILTER_NESTING_DEEPER = ("kernel.xids.all(a, kernel.xids.filter(z, true).all(b, 
 
 def test_filter_nesting_bypass_is_stopped_by_the_run_time_budget(tmp_path: Path) -> None:
     condition = json.dumps(FILTER_NESTING)
-    text = TEMPLATE.format(route='"true"', branch=condition)
+    # The finding declares what it requires, so the playbook is valid as a whole.
+    template = TEMPLATE.replace("    severity: info\n", "    severity: info\n    requires:\n"
+                                                     "      - kernel.known\n")
+    text = template.format(route='"true"', branch=condition)
     result = _run_child(tmp_path, "hostile.yaml", text, walk=True)
     assert _problems_in(result, "hostile.yaml") == []  # legal at load: the budget decides
     warnings = [w for w in result["warnings"] if "hostile" in w or "budget" in w]  # type: ignore
