@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,3 +92,21 @@ def test_scan_table_shows_markup_verbatim(tmux: Tmux, tmp_path: Path,
         assert tmux.alive()
         tmux("send-keys", "-t", "triage", "q")
         tmux.wait_for("the app to quit", lambda: not tmux.alive(), timeout=15)
+
+
+def test_q_exits_promptly_while_a_body_never_ends(tmux: Tmux, tmp_path: Path) -> None:
+    """The events reply never ends and each call may take 30 s: after ``q`` the process must
+    still exit at once (the client cuts the read in flight), not when the read times out."""
+    with KubeAPI(gpu_cluster()) as api:
+        api.endless_body("/namespaces/ml/events$")
+        config = api.write_kubeconfig(tmp_path / "kubeconfig")
+        overrides = [f"--node-address={n}=127.0.0.1" for _, n in api.cluster.keys("", "nodes")]
+        launch(tmux, tmp_path, "trainer-0", "-n", "ml", "--kubeconfig", str(config), "--ssh",
+               "off", "--request-timeout", "30", *overrides)
+        tmux.wait_for("the first screen", lambda: "Sources" in tmux.screen(), timeout=30)
+        tmux.wait_for("the endless reply to start",
+                      lambda: any(r.path.endswith("/events") for r in api.requests))
+        started = time.monotonic()
+        tmux("send-keys", "-t", "triage", "q")
+        tmux.wait_for("the process to exit", lambda: not tmux.alive(), timeout=20)
+        assert time.monotonic() - started < 10.0
