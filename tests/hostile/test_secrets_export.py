@@ -107,3 +107,22 @@ def test_scan_reports_hold_no_secret() -> None:
     assert_clean(md, "scan markdown")
     assert_clean(js, "scan json")
     assert "<redacted>" in md and "\\[link=x\\]" in md
+
+
+async def test_tui_export_holds_no_secret(bundle: Path, tmp_path: Path) -> None:
+    from gputriage.session import BundleSession
+    from gputriage.tui.app import TriageApp
+    from tests.tui.harness import NOW, settle
+
+    app = TriageApp(BundleSession(bundle, description="bundle secrets"),
+                    notes_path=tmp_path / "notes.json", export_dir=tmp_path / "out",
+                    clock=lambda: NOW)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("e")
+        await pilot.pause()
+        await settle(pilot, app)
+    exported = sorted((tmp_path / "out").glob("gputriage-*"))
+    assert [p.suffix for p in exported] == [".json", ".md"], exported
+    for path in exported:
+        assert_clean(path.read_text(encoding="utf-8"), f"TUI export {path.suffix}")
