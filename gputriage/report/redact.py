@@ -84,8 +84,8 @@ CATALOGUE: tuple[tuple[str, re.Pattern[str], _Repl], ...] = (
      rf"\1{MASK}"),
     ("bearer-token", re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}"),
     # Credentials inside URLs and connection strings: scheme://user:pw@host.
-    ("url-credentials", re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^/\s:@\"']*:)"
-                                   r"[^@\s/\"']+@"), rf"\1{MASK}@"),
+    ("url-credentials", re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^/\s:@\"']{0,256}:)"
+                                   r"[^@\s/\"']{1,256}@"), rf"\1{MASK}@"),
     ("azure-account-key", re.compile(
         r"(?i)\b(AccountKey|SharedAccessKey|SharedAccessSignature)=[^;\s\"']+"), rf"\1={MASK}"),
     # docker config.json: "auth": "base64(user:pw)"
@@ -97,13 +97,14 @@ CATALOGUE: tuple[tuple[str, re.Pattern[str], _Repl], ...] = (
                             r'\\?"value\\?"\s*:\s*\\?")(?P<value>(?:\\[^"]|[^"\\])*)'),
      _named),
     # Command-line flags: --password X, --api-key=X, sshpass -p X.
-    ("cli-flag", re.compile(r"(?i)(?<![\w-])(?P<name>--?[a-z0-9_-]*(?:" + _VALUE_NAMES
-                            + r")[a-z0-9_-]*)(?:=|\s+)"
+    ("cli-flag", re.compile(r"(?i)(?<![\w-])(?P<name>--?[a-z0-9_-]{0,48}(?:" + _VALUE_NAMES
+                            + r")[a-z0-9_-]{0,48})(?:=|\s+)"
                             r"(?P<value>(?!-)[^\s\"']+|\"[^\"]*\"|'[^']*')"), _named),
     ("sshpass", re.compile(r"\b(sshpass\s+(?:-[a-oq-zA-Z]\S*\s+)*-p\s*)\S+"), rf"\1{MASK}"),
     # name = value, name: value, "name": "value" (kubeconfig, YAML, JSON, ini, env dumps).
     ("named-value", re.compile(
-        r"(?i)(?<![\w-])(?P<name>[a-z0-9_.-]*(?:" + _VALUE_NAMES + r")[a-z0-9_.-]*)[\"']?"
+        r"(?i)(?<![\w.-])(?P<name>[a-z0-9_.-]{0,48}(?:" + _VALUE_NAMES + r")[a-z0-9_.-]{0,48})"
+        r"[\"']?"
         r"(?P<sep>\s*=\s*|:\s*)(?P<q>[\"']?)(?P<value>[^\s\"',;}]{3,})"), _named),
     # Tokens recognised by their own shape.
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),

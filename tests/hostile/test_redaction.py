@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gputriage.evidence.model import MAX_CITE_CHARS, LineRef
@@ -104,3 +106,20 @@ def test_every_rule_has_a_sample_it_redacts(rule: str) -> None:
 def test_rule_names_are_unique() -> None:
     names = [name for name, _, _ in CATALOGUE]
     assert len(names) == len(set(names)) == len(RULE_SAMPLES)
+
+
+#: Shapes that made an unbounded name pattern backtrack quadratically ("a.a.a..." of 40 KB
+#: took 90 s): each rule must stay linear. 200 KB each; the bound only proves "no stall".
+PATHOLOGICAL = {
+    "dots": "a." * 100_000, "dashes": "-a" * 100_000, "schemes": "ab://" * 40_000,
+    "colons": "a:" * 100_000, "flags": "--password-" * 20_000, "names": "password." * 20_000,
+    "json-names": '"name":"' * 25_000, "escaped-quotes": '\\"' * 100_000,
+    "begin-blocks": "-----BEGIN RSA PRIVATE KEY-----" * 6_000, "bearers": "bearer " * 30_000,
+}
+
+
+@pytest.mark.parametrize("shape", list(PATHOLOGICAL))
+def test_redaction_stays_linear_on_pathological_text(shape: str) -> None:
+    started = time.monotonic()
+    clean(PATHOLOGICAL[shape])
+    assert time.monotonic() - started < 5.0
