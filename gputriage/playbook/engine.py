@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputriage.evidence.model import LineRef
 from gputriage.facts.model import FactSet
-from gputriage.playbook.conditions import Condition, Evaluation, Truth, new_context
+from gputriage.playbook.conditions import Budget, Condition, Evaluation, Truth, new_context
 from gputriage.playbook.model import (
     UNDETERMINED,
     FindingSpec,
@@ -72,6 +72,7 @@ class _Walker:
     warnings: list[str] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)
     cel_context: cel.Context | None = None
+    budget: Budget | None = None  # the walk's CEL run-time budget
     unknown: dict[str, str] = field(default_factory=dict)  # unknown group -> reason
     unknown_groups: frozenset[str] = frozenset()
     _sites: dict[str, str] = field(default_factory=dict)
@@ -88,6 +89,7 @@ class _Walker:
             self.unknown[group] = reason
         self.unknown_groups = frozenset(self.unknown)
         self.cel_context = new_context(self.context)
+        self.budget = Budget(self.context)
         self._check_refs()
         start, entry_reason = self._entry(entry)
         if start is None:
@@ -369,7 +371,7 @@ class _Walker:
 
     def _evaluate(self, condition: Condition, where: str) -> Evaluation:
         assert self.cel_context is not None
-        result = condition.evaluate(self.cel_context, self.unknown_groups)
+        result = condition.evaluate(self.cel_context, self.unknown_groups, self.budget)
         if result.error:
             self.warnings.append(f"{where}: condition `{condition.source}` could not be "
                                  f"evaluated: {result.error}")

@@ -1,8 +1,9 @@
 """Render an incident summary (see ``summary.build_summary``) as Markdown for a ticket.
 
-Text that came from the cluster or a node only ever appears inside fenced code blocks whose
-fence is longer than any backtick run in the text, so it can neither format nor break the
-document.
+Text that came from the cluster or a node appears either inside fenced code blocks whose fence
+is longer than any backtick run in the text, or escaped for CommonMark and HTML by
+``textsafe.md_prose``/``md_cell`` (titles and summaries templated with cluster values): it can
+neither format nor break the document, and never becomes a live link, image or HTML.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from gputriage.textsafe import md_cell, md_code, md_prose
 
 _SEVERITY_MARK = {"critical": "🟥", "high": "🟧", "medium": "🟨", "low": "🟦", "info": "⬜"}
 
@@ -21,16 +24,13 @@ def fence(lines: Iterable[str], lang: str = "") -> str:
     return f"{ticks}{lang}\n{body}\n{ticks}"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
-
-
 def md_text(text: Any) -> str:
-    """Text from the cluster as literal Markdown: every formatting character escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text).replace("\n", " "))
+    """Text from the cluster as literal Markdown (one line): see :func:`textsafe.md_cell`."""
+    return md_cell(text)
 
 
 def _cell(text: Any) -> str:
-    return md_text(text)
+    return md_cell(text)
 
 
 def render_markdown(s: dict[str, Any]) -> str:
@@ -41,11 +41,11 @@ def render_markdown(s: dict[str, Any]) -> str:
     v = s["verdict"]
     if v["status"] == "finding":
         mark = _SEVERITY_MARK.get(v.get("severity", ""), "")
-        sure = f", {v['confidence']}" if v.get("confidence") else ""
-        out.append(f"**Verdict:** {mark} {v['headline']} (`{v['finding']}`, {v['severity']}"
-                   f"{sure})")
+        sure = f", {md_cell(v['confidence'])}" if v.get("confidence") else ""
+        out.append(f"**Verdict:** {mark} {md_prose(v['headline'])} ({md_code(v['finding'])}, "
+                   f"{md_cell(v['severity'])}{sure})")
     else:
-        out.append(f"**Verdict:** {v['status']}: {v['headline']}")
+        out.append(f"**Verdict:** {v['status']}: {md_cell(v['headline'])}")
     out += ["", "| | |", "|---|---|"]
     gpu = ", ".join(f"{k}={n}" for k, n in (t.get("gpu_request") or {}).items()) or "none"
     for label, value in (("Pod", title), ("Node", t.get("node") or "(not scheduled)"),
@@ -59,43 +59,45 @@ def render_markdown(s: dict[str, Any]) -> str:
     if not s["findings"]:
         out.append("No finding yet.")
     for f in s["findings"]:
-        out += ["", f"### {f['title']}", f"`{f['id']}` · severity **{f['severity']}**", "",
-                f["summary"].strip(), ""]
+        out += ["", f"### {md_cell(f['title'])}",
+                f"{md_code(f['id'])} · severity **{md_cell(f['severity'])}**", "",
+                md_prose(f["summary"].strip()), ""]
         if f.get("collect_next"):
             out.append("**Collect next:**")
             out += [f"- {_cell(c)}" for c in f["collect_next"]]
             out.append("")
         fix = f.get("fix") or {}
         if fix.get("summary"):
-            out += [f"**Fix:** {fix['summary'].strip()}", ""]
+            out += [f"**Fix:** {md_prose(fix['summary'].strip())}", ""]
         if fix.get("commands"):
             out += [fence(fix["commands"], "sh"), ""]
         if f.get("evidence"):
             out += ["Evidence:", "", fence(_ref_line(r) for r in f["evidence"]), ""]
         if f.get("references"):
-            out.append("References: " + ", ".join(f["references"]))
+            out.append("References: " + ", ".join(md_code(r) for r in f["references"]))
             out.append("")
 
     out += _differential(s.get("differential") or {})
     out += ["", "## How we got here", ""]
     for i, visit in enumerate(s["walk"], 1):
-        line = f"{i}. **{visit['title']}** → `{visit['target'] or 'waiting'}`"
+        line = f"{i}. **{md_cell(visit['title'])}** → {md_code(visit['target'] or 'waiting')}"
         if visit["overridden"]:
-            line += f" (**overridden** by the SRE; the engine proposed `{visit['proposed']}`)"
+            line += (f" (**overridden** by the SRE; the engine proposed "
+                         f"{md_code(visit['proposed'])})")
         elif visit["because"]:
             line += f": {md_text(visit['because'])}"
         if visit["unknown_facts"]:
-            line += f" _(could not see: {', '.join(visit['unknown_facts'])})_"
+            line += f" _(could not see: {md_cell(', '.join(visit['unknown_facts']))})_"
         out.append(line)
     if s.get("question"):
         q = s["question"]
         out += ["", f"**Waiting for an answer:** {md_text(q['prompt'])}"]
-        out += [f"- `{c['value']}`: {c['label']}" for c in q["choices"]]
+        out += [f"- {md_code(c['value'])}: {md_cell(c['label'])}" for c in q["choices"]]
 
     if s["notes"]:
         out += ["", "## Notes", ""]
         for n in s["notes"]:
-            where = f" (at `{n['step']}`)" if n["step"] else ""
+            where = f" (at {md_code(n['step'])})" if n["step"] else ""
             out += [f"- {n['time']}{where}:", "", fence(n["text"].splitlines()), ""]
 
     if s["timeline"]:
@@ -105,14 +107,14 @@ def render_markdown(s: dict[str, Any]) -> str:
     if s["excerpts"]:
         out += ["", "## Evidence excerpts", ""]
         for ex in s["excerpts"]:
-            out += [f"`{ex['source']}`", "",
+            out += [md_code(ex['source']), "",
                     fence(f"{ln['line']:>6}  {ln['text']}" if ln["line"] else ln["text"]
                           for ln in ex["lines"]), ""]
 
     if s["unreadable"]:
         out += ["", "## What gputriage could not see", ""]
         for src in s["unreadable"]:
-            out.append(f"- **{src['what']}** ({src['status']}): {_cell(src['detail'])}")
+            out.append(f"- **{md_cell(src['what'])}** ({src['status']}): {_cell(src['detail'])}")
     if s["warnings"]:
         out += ["", "## Warnings", ""] + [f"- {_cell(w)}" for w in s["warnings"]]
     out += ["", f"_Generated by gputriage {s['tool']['version']} at {s['generated_at']}._", ""]

@@ -2,9 +2,9 @@
 
 ``build_summary`` gathers the target, the verdict, the walk (with overrides marked), findings
 and fixes, the SRE's notes, a merged timeline (event, journal and kernel timestamps), the cited
-evidence excerpts, and the sources that could not be read and why. Every string is made inert
-(no terminal escapes) and secrets are redacted before the structure leaves this module, so both
-renderers and any future one are safe by construction.
+evidence excerpts, and the sources that could not be read and why. Every string goes through
+``textsafe.clean_obj`` (escapes stripped, then secrets redacted) before the structure leaves
+this module, so both renderers and any future one are safe by construction.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from gputriage.evidence.model import DESCRIPTIONS, EvidenceSet, Key, LineRef, St
 from gputriage.facts.model import FactSet
 from gputriage.playbook.transcript import Transcript, Visit
 from gputriage.report.notes import Note
-from gputriage.report.redact import redact_obj
-from gputriage.textsafe import inert
+from gputriage.textsafe import clean_obj
 
 #: Fact groups whose list entries carry timestamps worth putting on the timeline.
 TIMELINE_GROUPS: tuple[str, ...] = ("events", "owner_events", "node", "kubelet", "kernel",
@@ -176,15 +175,5 @@ def _iso(ts: float) -> str:
 
 
 def _clean(obj: Any) -> Any:
-    """Redact secrets, then strip terminal escapes from every string."""
-    return _inert(redact_obj(obj))
-
-
-def _inert(obj: Any) -> Any:
-    if isinstance(obj, str):
-        return inert(obj)
-    if isinstance(obj, list):
-        return [_inert(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _inert(v) for k, v in obj.items()}
-    return obj
+    """Every string through the funnel: escapes stripped, then secrets redacted."""
+    return clean_obj(obj)

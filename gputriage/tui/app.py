@@ -25,6 +25,7 @@ from gputriage.evidence.model import EvidenceSet, Key
 from gputriage.facts.model import FactSet
 from gputriage.playbook.transcript import Choice, Transcript, Visit
 from gputriage.session import Session
+from gputriage.textsafe import clean, inert
 from gputriage.tui import walkstate
 from gputriage.tui.messages import (
     CollectionFinished,
@@ -132,7 +133,7 @@ class TriageApp(App[int]):
         # A live session says how it chose the pod when given a workload ("deploy/x: 3 pods").
         notice = getattr(self.session, "notice", "")
         if notice:
-            self.notify(str(notice), title="target", timeout=15)
+            self.notify(clean(str(notice)), title="target", timeout=15, markup=False)
 
     @work(exclusive=True, group="evidence", exit_on_error=False,
           description="collect evidence from the session")
@@ -380,8 +381,10 @@ class TriageApp(App[int]):
         if not command:
             self.notify("There is no fix command to copy yet.", title="copy")
             return
+        command = inert(command)  # no escape sequence rides into the clipboard
         self.copy_to_clipboard(command)
-        self.notify(command, title="copied to the clipboard")
+        # Cluster text in the command ([link=...], [@click=...]) shows verbatim, never markup.
+        self.notify(clean(command), title="copied to the clipboard", markup=False)
 
     def action_export(self) -> None:
         if self.transcript is None or self.facts is None:
