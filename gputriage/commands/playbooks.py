@@ -100,6 +100,7 @@ def _listing(playbooks: PlaybookSet) -> str:
 def explain(playbooks: PlaybookSet, playbook_id: str) -> str:
     """The tree of one playbook in words: routes, steps with their branches, findings."""
     from gputriage.playbook.problems import did_you_mean
+    from gputriage.playbook.fix_render import doc_line
 
     book = playbooks.get(playbook_id)
     if book is None:
@@ -124,7 +125,7 @@ def explain(playbooks: PlaybookSet, playbook_id: str) -> str:
         for spec in book.findings.values():
             out.append(f"  {spec.id} [{spec.severity}] {spec.title}")
             out.append(f"    fix: {spec.fix.summary}")
-            out += [f"      $ {c}" for c in spec.fix.commands]
+            out += [f"      $ {doc_line(c)}" for c in spec.fix.commands]
     return "\n".join(out) + "\n"
 
 
