@@ -125,7 +125,7 @@ def explain(playbooks: PlaybookSet, playbook_id: str) -> str:
         for spec in book.findings.values():
             out.append(f"  {spec.id} [{spec.severity}] {spec.title}")
             out.append(f"    fix: {spec.fix.summary}")
-            out += [f"      $ {doc_line(c)}" for c in spec.fix.commands]
+            out += [f"      $ {doc_line(c, raw=True)}" for c in spec.fix.commands]
     return "\n".join(out) + "\n"
 
 

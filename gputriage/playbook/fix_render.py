@@ -58,9 +58,10 @@ def _text(text: str, context: Mapping[str, Any]) -> str:
     return render(text, context) if "{{" in text else text
 
 
-def doc_line(spec: CommandSpec) -> str:
-    """``spec`` as documentation shows it: templates as ``<group.field>``, a mark on mutating ones."""
-    text = render(spec.cmd, {})
+def doc_line(spec: CommandSpec, *, raw: bool = False) -> str:
+    """``spec`` as documentation shows it: templates as ``<group.field>`` (as written when
+    ``raw``), ``ssh <node>`` before node commands, a mark on mutating ones."""
+    text = spec.cmd if raw else render(spec.cmd, {})
     if spec.run == "node":
         text = f"ssh <node> {_remote(text)}"
     return f"{text}  # changes state" if spec.mutates else text

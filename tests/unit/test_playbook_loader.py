@@ -68,10 +68,10 @@ CASES = [
      "the walk could never leave it", ""),
     ("template-in-quotes", 31, 41, "template inside quotes: values are shell-quoted already; "
      "remove the quotes around it", ""),
-    ("template-malformed", 31, 25, "template '{{ node name }}' is not a fact path like "
+    ("template-malformed", 31, 33, "template '{{ node name }}' is not a fact path like "
      "'{{pod.namespace}}'", ""),
     ("template-unclosed", 27, 24, "unclosed template: '{{' without '}}'", ""),
-    ("template-unknown-fact", 31, 25, "unknown fact 'node.nmae'", "did you mean 'node.name'?"),
+    ("template-unknown-fact", 31, 33, "unknown fact 'node.nmae'", "did you mean 'node.name'?"),
     ("unknown-branch-key", 12, 9, "unknown key 'if_unkown' in branch 1 of step 'xid'",
      "did you mean 'if_unknown'?"),
     ("unknown-cite", 12, 16, "unknown fact 'kernel.latest_xdi'",
