@@ -99,8 +99,8 @@ def _listing(playbooks: PlaybookSet) -> str:
 
 def explain(playbooks: PlaybookSet, playbook_id: str) -> str:
     """The tree of one playbook in words: routes, steps with their branches, findings."""
-    from gputriage.playbook.problems import did_you_mean
     from gputriage.playbook.fix_render import doc_line
+    from gputriage.playbook.problems import did_you_mean
 
     book = playbooks.get(playbook_id)
     if book is None:

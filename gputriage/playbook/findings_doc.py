@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gputriage.playbook.model import UNDETERMINED, FindingSpec, PlaybookSet
 from gputriage.playbook.fix_render import doc_line
+from gputriage.playbook.model import UNDETERMINED, FindingSpec, PlaybookSet
 
 HEADER = """\
 # Findings

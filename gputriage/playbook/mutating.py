@@ -94,6 +94,8 @@ def _segment_reason(segment: str) -> str:
                                 for w in words[1:]):
         return "sed -i"
     if program == "nvidia-smi":
+        if len(words) > 1 and words[1] in ("dmon", "pmon", "topo", "nvlink"):
+            return ""  # monitoring sub-commands (their -c is a count, not compute mode)
         hit = next((w for w in words[1:] if w.split("=", 1)[0] in NVIDIA_SMI_WRITES), "")
         if hit:
             return f"nvidia-smi {hit}"

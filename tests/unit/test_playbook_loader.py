@@ -57,6 +57,11 @@ CASES = [
      "exist: 'smy'", "did you mean 'smi'?"),
     ("missing-because", 10, 9, "branch 1 of step 'xid' is missing required key 'because'", ""),
     ("missing-required", 1, 1, "the playbook is missing required key 'start'", ""),
+    ("mutating-command-string", 31, 11, "command can change state (kubectl drain) but is not "
+     "marked 'mutates: true'", "write it as a record: {cmd: ..., run: ..., mutates: true, "
+     "why: ...}"),
+    ("mutating-command-unmarked", 31, 17, "command can change state (kubectl cordon) but is not "
+     "marked 'mutates: true'", "add 'mutates: true' and say in 'why' what it disrupts"),
     ("no-target", 18, 9, "branch 1 of step 'smi' needs one of 'goto' or 'conclude'", ""),
     ("not-a-mapping", 1, 1, "a playbook is a YAML mapping, got a list", ""),
     ("second-document", 44, 1, "a playbook file holds one YAML document; this is a second one",
