@@ -51,6 +51,10 @@ def _remote(command: str) -> str:
     """``command`` as one ssh argument: quoted once more when the remote shell must parse it."""
     if all(c.isalnum() or c in " -_./=:,@%+" for c in command):
         return command
+    if "'" not in command:
+        return f"'{command}'"
+    if not any(c in command for c in '"$`\\!'):  # readable: nothing expands inside "..."
+        return f'"{command}"'
     return shlex.quote(command)
 
 
