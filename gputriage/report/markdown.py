@@ -39,12 +39,15 @@ def _cell(text: Any) -> str:
 
 def render_markdown(s: dict[str, Any]) -> str:
     t = s["target"]
-    title = f"{t['namespace']}/{t['pod']}" if t.get("pod") else t.get("session", "")
+    title = (f"{t['namespace']}/{t['pod']}" if t.get("pod") else
+             f"{t['namespace']}/{t['owner']}" if t.get("owner") else t.get("session", ""))
     out: list[str] = [f"# GPU incident summary: {md_text(title)}", ""]
     v = s["verdict"]
     if v["status"] == "finding":
         mark = _SEVERITY_MARK.get(v.get("severity", ""), "")
-        out.append(f"**Verdict:** {mark} {v['headline']} (`{v['finding']}`, {v['severity']})")
+        sure = f", {v['confidence']}" if v.get("confidence") else ""
+        out.append(f"**Verdict:** {mark} {v['headline']} (`{v['finding']}`, {v['severity']}"
+                   f"{sure})")
     else:
         out.append(f"**Verdict:** {v['status']}: {md_text(v['headline'])}")
     ws = s.get("walk_status") or {}
@@ -96,6 +99,7 @@ def render_markdown(s: dict[str, Any]) -> str:
             out += [f"- {ref}" for ref in f["references"]]
             out.append("")
 
+    out += _differential(s.get("differential") or {})
     out += ["", "## How we got here", ""]
     for i, visit in enumerate(s["walk"], 1):
         line = f"{i}. **{visit['title']}** → `{visit['target'] or 'waiting'}`"
@@ -184,6 +188,21 @@ def command_lines(fix: dict[str, Any]) -> list[str]:
             lines.append(f"# {one_line}")
         lines.append(st["command"])
     return lines
+
+
+def _differential(d: dict[str, Any]) -> list[str]:
+    """"Also consistent with the evidence" and "Ruled out, because ..." beside the verdict."""
+    out: list[str] = []
+    for key, heading in (("consistent", "Also consistent with the evidence"),
+                         ("ruled_out", "Ruled out")):
+        if not d.get(key):
+            continue
+        out += ["", f"## {heading}", ""]
+        for a in d[key]:
+            sure = f" ({a['confidence']})" if a.get("confidence") else ""
+            out.append(f"- `{a['id']}`{sure}: {md_text(a['title'])}: {md_text(a['because'])}")
+            out += [f"  - {_cell(_ref_line(r))}" for r in a.get("evidence", [])[:3]]
+    return out
 
 
 def _ref_line(r: dict[str, Any]) -> str:
