@@ -11,7 +11,7 @@ from gputriage.report.notes import Note
 
 
 def render(fmt: str, session: str, context: str, evidence: EvidenceSet, facts: FactSet,
-           transcript: Transcript, notes: Sequence[Note]) -> str:
+           transcript: Transcript, notes: Sequence[Note], *, confirmed: bool = False) -> str:
     """The summary in ``fmt`` ("md", "text" or "json"); shared by headless mode and the TUI
     export."""
     from gputriage.report.json import render_json
@@ -20,7 +20,7 @@ def render(fmt: str, session: str, context: str, evidence: EvidenceSet, facts: F
     from gputriage.report.text import render_text
 
     summary = build_summary(session=session, context=context, evidence=evidence, facts=facts,
-                            transcript=transcript, notes=notes)
+                            transcript=transcript, notes=notes, confirmed=confirmed)
     if fmt == "json":
         return render_json(summary)
     return render_text(summary) if fmt == "text" else render_markdown(summary)

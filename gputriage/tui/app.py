@@ -418,7 +418,8 @@ class TriageApp(App[int]):
         try:
             self.exported = export_summary(
                 self.export_dir, self.session, self.evidence, self.facts, self.transcript,
-                notes, self.clock())
+                notes, self.clock(),
+                confirmed=walkstate.at_verdict(self.cursor, self.transcript))
         except OSError as exc:
             self.notify(f"{exc.strerror or exc}: {exc.filename or self.export_dir}",
                         title="export failed", severity="error", timeout=15)

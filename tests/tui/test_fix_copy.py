@@ -67,3 +67,29 @@ async def test_copy_read_only_takes_every_command_that_changes_nothing(tmp_path:
         assert len(copied) >= 4
         assert not any(c.startswith(("kubectl cordon", "kubectl drain", "kubectl uncordon"))
                        or c.endswith("sudo reboot") for c in copied)
+
+
+async def test_export_says_whether_the_sre_confirmed_the_walk(tmp_path: Path) -> None:
+    import json
+
+    from gputriage.tui import walkstate
+
+    app = _app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("e")  # before following the walk: the engine's proposal
+        await pilot.pause()
+        first = json.loads(app.exported[1].read_text())
+        assert first["walk_status"]["status"] == "proposed"
+        for _ in range(12):
+            if walkstate.at_verdict(app.cursor, app.transcript):
+                break
+            await pilot.press("enter")
+            await pilot.pause()
+        assert walkstate.at_verdict(app.cursor, app.transcript)
+        app.clock = lambda: 1_700_000_100.0  # a second export gets its own file name
+        await pilot.press("e")
+        await pilot.pause()
+        second = json.loads(app.exported[1].read_text())
+        assert second["walk_status"]["status"] == "confirmed"
+        assert "confirmed step by step" in app.exported[0].read_text()
