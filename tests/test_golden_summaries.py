@@ -49,9 +49,12 @@ def _summary(name: str) -> dict[str, Any]:
 def _render(fmt: str, summary: dict[str, Any]) -> str:
     from gputriage.report.json import render_json
     from gputriage.report.markdown import render_markdown
+    from gputriage.report.model import Summary
     from gputriage.report.text import render_text
 
-    return {"md": render_markdown, "text": render_text, "json": render_json}[fmt](summary)
+    if fmt == "text":
+        return render_text(Summary.from_dict(summary))
+    return {"md": render_markdown, "json": render_json}[fmt](summary)
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +118,13 @@ def test_lost_card_summary_names_the_gpu_for_an_rma(summaries: dict[str, dict[st
 
 def test_other_verdicts_do_not_list_gpus(summaries: dict[str, dict[str, Any]]) -> None:
     assert summaries["pending-insufficient-gpu"]["gpus"] == []
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_typed_summary_round_trips(summaries: dict[str, dict[str, Any]], name: str) -> None:
+    """The typed tree holds every key of the JSON summary: nothing lost, nothing invented."""
+    from gputriage.report.model import Summary
+
+    typed = Summary.from_dict(summaries[name])
+    assert typed.to_dict() == summaries[name]
+    assert typed.target.session == f"bundle {name}"

@@ -23,4 +23,8 @@ def render(fmt: str, session: str, context: str, evidence: EvidenceSet, facts: F
                             transcript=transcript, notes=notes, confirmed=confirmed)
     if fmt == "json":
         return render_json(summary)
-    return render_text(summary) if fmt == "text" else render_markdown(summary)
+    if fmt == "text":
+        from gputriage.report.model import Summary
+
+        return render_text(Summary.from_dict(summary))
+    return render_markdown(summary)

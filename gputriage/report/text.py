@@ -1,128 +1,219 @@
-"""Render an incident summary (see ``summary.build_summary``) as plain text for a ticket.
+"""Render an incident summary (:class:`~gputriage.report.model.Summary`) as plain text.
 
 No Markdown, no escaping: what a chat message or a ticket field that does not render Markdown
 shows as it is. The summary's strings are inert already (``build_summary``), so cluster text
-cannot carry terminal escapes here either. Commands come one per line, each mutating one under
-a ``# CHANGES STATE`` comment line (see :func:`gputriage.report.markdown.command_lines`).
+cannot carry terminal escapes here either. One pure function per section; commands come one
+per line, each mutating one under a ``# CHANGES STATE: <why>`` line.
 """
 
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
-from gputriage.report.markdown import (
-    TIMELINE_LOCAL_NOTE,
-    command_lines,
-    gpu_state,
-    timeline_line,
+from gputriage.report.model import (
+    FindingInfo,
+    FixInfo,
+    GpuInvolved,
+    Ref,
+    Summary,
+    TimelineEntry,
 )
 
 WIDTH = 100
 
+#: Said above a timeline that holds times printed without a zone.
+LOCAL_NOTE = ("Times marked 'local' were printed without a time zone (dmesg -T, journal short "
+              "format): they are the node's local clock, offset from UTC unknown; collect with "
+              "journalctl -o short-iso or dmesg --time-format iso to place them exactly.")
 
-def render_text(s: dict[str, Any]) -> str:
-    t = s["target"]
-    title = f"{t['namespace']}/{t['pod']}" if t.get("pod") else t.get("session", "")
-    out: list[str] = [f"GPU incident summary: {title}", "=" * min(WIDTH, 22 + len(title)), ""]
-    v = s["verdict"]
-    if v["status"] == "finding":
-        out.append(f"Verdict: {v['headline']} ({v['finding']}, {v['severity']})")
-    else:
-        out.append(f"Verdict: {v['status']}: {v['headline']}")
-    ws = s.get("walk_status") or {}
-    if ws:
-        out.append(f"How it was reached: {ws['words']}.")
-    out.append("")
-    gpu = ", ".join(f"{k}={n}" for k, n in (t.get("gpu_request") or {}).items()) or "none"
-    for label, value in (("Pod", title), ("Node", t.get("node") or "(not scheduled)"),
-                         ("Phase", t.get("phase") or "?"), ("GPU request", gpu),
-                         ("Owner", t.get("owner") or "-"), ("Context", t.get("context") or "-"),
-                         ("Evidence", t.get("session", ""))):
-        out.append(f"  {label + ':':<13}{value}")
 
-    if s.get("gpus"):
-        out += ["", "GPUs involved", "-------------"]
-        for g in s["gpus"]:
-            out.append(f"  PCI {g['pci']}  UUID {g['uuid'] or '-'}  serial {g['serial'] or '-'}"
-                       + (f"  ({g['name']})" if g.get("name") else ""))
-            out.append(f"    {gpu_state(g)}")
-            out += [f"    {x['source']}: {x['line']}" if x["source"] else f"    {x['line']}"
-                    for x in g["xids"]]
-
-    out += ["", "Findings", "--------"]
-    if not s["findings"]:
-        out.append("No finding yet.")
-    for f in s["findings"]:
-        out += ["", f"{f['title']} [{f['id']}, {f['severity']}]", *_para(f["summary"])]
-        if f.get("collect_next"):
-            out.append("  Collect next:")
-            out += [f"    - {c}" for c in f["collect_next"]]
-        fix = f.get("fix") or {}
-        if fix.get("summary"):
-            out += ["", *_para("Fix: " + fix["summary"])]
-        if fix.get("steps") or fix.get("commands"):
-            out += ["", *(f"    {line}" for line in command_lines(fix))]
-        if f.get("evidence"):
-            out += ["", "  Evidence:"]
-            out += [f"    {_ref(r)}" for r in f["evidence"]]
-            if f.get("evidence_more"):
-                out.append(f"    ({f['evidence_more']} more cited lines in the JSON report)")
-        if f.get("references"):
-            out += ["", "  References:"] + [f"    {ref}" for ref in f["references"]]
-
-    out += ["", "How we got here", "---------------"]
-    for i, visit in enumerate(s["walk"], 1):
-        line = f"{i}. {visit['title']} -> {visit['target'] or 'waiting'}"
-        if visit["overridden"]:
-            line += f" (overridden by the SRE; the engine proposed {visit['proposed']})"
-        elif visit["because"]:
-            line += f": {visit['because']}"
-        if visit["unknown_facts"]:
-            line += f" (could not see: {', '.join(visit['unknown_facts'])})"
-        out += textwrap.wrap(line, WIDTH, subsequent_indent="   ") or [line]
-    if s.get("question"):
-        q = s["question"]
-        out += ["", f"Waiting for an answer: {q['prompt']}"]
-        out += [f"  {c['value']}: {c['label']}" for c in q["choices"]]
-
-    if s["notes"]:
-        out += ["", "Notes", "-----"]
-        for n in s["notes"]:
-            where = f" (at {n['step']})" if n["step"] else ""
-            out.append(f"  {n['time']}{where}:")
-            out += [f"    {ln}" for ln in n["text"].splitlines()]
-
-    if s["timeline"]:
-        out += ["", "Timeline (UTC)", "--------------"]
-        if any(e.get("zone", "UTC") != "UTC" for e in s["timeline"]):
-            out += [*_para(TIMELINE_LOCAL_NOTE.replace("`", "")), ""]
-        out += [f"  {timeline_line(e)}" for e in s["timeline"]]
-
-    if s["excerpts"]:
-        out += ["", "Evidence excerpts", "-----------------"]
-        for ex in s["excerpts"]:
-            out.append(f"  {ex['source']}")
-            out += [f"    {ln['line']:>6}  {ln['text']}" if ln["line"] else f"    {ln['text']}"
-                    for ln in ex["lines"]]
-            if ex.get("more"):
-                out.append(f"    ({ex['more']} more cited lines in the JSON report)")
-
-    if s["unreadable"]:
-        out += ["", "What gputriage could not see", "----------------------------"]
-        out += [f"  - {src['what']} ({src['status']}): {src['detail']}"
-                for src in s["unreadable"]]
-    if s["warnings"]:
-        out += ["", "Warnings", "--------"] + [f"  - {w}" for w in s["warnings"]]
-    out += ["", f"Generated by gputriage {s['tool']['version']} at {s['generated_at']}.", ""]
+def render_text(s: Summary) -> str:
+    sections = (header(s), gpus(s), findings(s), differential(s), walk(s), notes(s),
+                timeline(s), excerpts(s), unreadable(s), warnings(s))
+    out = [line for section in sections for line in section]
+    out += ["", f"Generated by gputriage {s.tool.version} at {s.generated_at}.", ""]
     return "\n".join(out)
 
 
+def _heading(title: str) -> list[str]:
+    return ["", title, "-" * len(title)]
+
+
+def header(s: Summary) -> list[str]:
+    t, v = s.target, s.verdict
+    out = [f"GPU incident summary: {t.title}", "=" * min(WIDTH, 22 + len(t.title)), ""]
+    if v.status == "finding":
+        sure = f", {v.confidence}" if v.confidence else ""
+        out.append(f"Verdict: {v.headline} ({v.finding}, {v.severity}{sure})")
+    else:
+        out.append(f"Verdict: {v.status}: {v.headline}")
+    out += [f"How it was reached: {s.walk_status.words}.", ""]
+    gpu = ", ".join(f"{k}={n}" for k, n in t.gpu_request.items()) or "none"
+    for label, value in (("Pod", t.title), ("Node", t.node or "(not scheduled)"),
+                         ("Phase", t.phase or "?"), ("GPU request", gpu),
+                         ("Owner", t.owner or "-"), ("Context", t.context or "-"),
+                         ("Evidence", t.session)):
+        out.append(f"  {label + ':':<13}{value}")
+    return out
+
+
+def gpu_state(g: GpuInvolved) -> str:
+    parts = []
+    if g.lost:
+        parts.append("lost to nvidia-smi")
+    if g.xids:
+        parts.append("Xid " + ", ".join(sorted({str(x.code) for x in g.xids})))
+    if g.unhealthy:
+        parts.append(f"unhealthy in the device plugin ({g.unhealthy})")
+    return "; ".join(parts)
+
+
+def gpus(s: Summary) -> list[str]:
+    if not s.gpus:
+        return []
+    out = _heading("GPUs involved")
+    for g in s.gpus:
+        out.append(f"  PCI {g.pci}  UUID {g.uuid or '-'}  serial {g.serial or '-'}"
+                   + (f"  ({g.name})" if g.name else ""))
+        out.append(f"    {gpu_state(g)}")
+        out += [f"    {x.source}: {x.line}" if x.source else f"    {x.line}" for x in g.xids]
+    return out
+
+
+def command_lines(fix: FixInfo) -> list[str]:
+    """The fix's commands, a comment above each mutating one (its caveat) and a note for each
+    one left out because a fact it needs is unknown."""
+    lines: list[str] = []
+    for st in fix.steps:
+        why = " ".join(st.why.split())
+        if st.missing:
+            lines.append(f"# (left out: it needs {', '.join(st.missing)}, which the evidence "
+                         "does not hold)")
+            continue
+        if st.mutates:
+            lines.append(f"# CHANGES STATE: {why}" if why else "# CHANGES STATE")
+        elif why:
+            lines.append(f"# {why}")
+        lines.append(st.command)
+    if not fix.steps:
+        lines += fix.commands
+    return lines
+
+
+def finding(f: FindingInfo) -> list[str]:
+    out = ["", f"{f.title} [{f.id}, {f.severity}]", *_para(f.summary)]
+    if f.collect_next:
+        out.append("  Collect next:")
+        out += [f"    - {c}" for c in f.collect_next]
+    if f.fix.summary:
+        out += ["", *_para("Fix: " + f.fix.summary)]
+    commands = command_lines(f.fix)
+    if commands:
+        out += ["", *(f"    {line}" for line in commands)]
+    if f.evidence:
+        out += ["", "  Evidence:", *(f"    {_ref(r)}" for r in f.evidence)]
+        if f.evidence_more:
+            out.append(f"    ({f.evidence_more} more cited lines in the JSON report)")
+    if f.references:
+        out += ["", "  References:", *(f"    {ref}" for ref in f.references)]
+    return out
+
+
+def findings(s: Summary) -> list[str]:
+    out = _heading("Findings")
+    if not s.findings:
+        out.append("No finding yet.")
+    for f in s.findings:
+        out += finding(f)
+    return out
+
+
+def differential(s: Summary) -> list[str]:
+    out: list[str] = []
+    for title, alternatives in (("Also consistent with the evidence", s.differential.consistent),
+                                ("Ruled out", s.differential.ruled_out)):
+        if not alternatives:
+            continue
+        out += _heading(title)
+        for a in alternatives:
+            sure = f" ({a.confidence})" if a.confidence else ""
+            out += textwrap.wrap(f"- {a.id}{sure}: {a.title}: {a.because}", WIDTH,
+                                 subsequent_indent="  ")
+            out += [f"    {_ref(r)}" for r in a.evidence[:3]]
+    return out
+
+
+def walk(s: Summary) -> list[str]:
+    out = _heading("How we got here")
+    for i, visit in enumerate(s.walk, 1):
+        line = f"{i}. {visit.title} -> {visit.target or 'waiting'}"
+        if visit.overridden:
+            line += f" (overridden by the SRE; the engine proposed {visit.proposed})"
+        elif visit.because:
+            line += f": {visit.because}"
+        if visit.unknown_facts:
+            line += f" (could not see: {', '.join(visit.unknown_facts)})"
+        out += textwrap.wrap(line, WIDTH, subsequent_indent="   ") or [line]
+    if s.question is not None:
+        out += ["", f"Waiting for an answer: {s.question.prompt}"]
+        out += [f"  {c.value}: {c.label}" for c in s.question.choices]
+    return out
+
+
+def notes(s: Summary) -> list[str]:
+    if not s.notes:
+        return []
+    out = _heading("Notes")
+    for n in s.notes:
+        where = f" (at {n.step})" if n.step else ""
+        out.append(f"  {n.time}{where}:")
+        out += [f"    {ln}" for ln in n.text.splitlines()]
+    return out
+
+
+def timeline_line(e: TimelineEntry) -> str:
+    when = e.time if e.utc else f"{e.time} local"
+    return f"{when:<25} {e.source:<7} {e.text}"
+
+
+def timeline(s: Summary) -> list[str]:
+    if not s.timeline:
+        return []
+    out = _heading("Timeline (UTC)")
+    if not all(e.utc for e in s.timeline):
+        out += [*_para(LOCAL_NOTE), ""]
+    return out + [f"  {timeline_line(e)}" for e in s.timeline]
+
+
+def excerpts(s: Summary) -> list[str]:
+    if not s.excerpts:
+        return []
+    out = _heading("Evidence excerpts")
+    for ex in s.excerpts:
+        out.append(f"  {ex.source}")
+        out += [f"    {ln.line:>6}  {ln.text}" if ln.line else f"    {ln.text}"
+                for ln in ex.lines]
+        if ex.more:
+            out.append(f"    ({ex.more} more cited lines in the JSON report)")
+    return out
+
+
+def unreadable(s: Summary) -> list[str]:
+    if not s.unreadable:
+        return []
+    return _heading("What gputriage could not see") + [
+        f"  - {src.what} ({src.status}): {src.detail}" for src in s.unreadable]
+
+
+def warnings(s: Summary) -> list[str]:
+    return _heading("Warnings") + [f"  - {w}" for w in s.warnings] if s.warnings else []
+
+
 def _para(text: str) -> list[str]:
-    return textwrap.wrap(" ".join(str(text).split()), WIDTH, initial_indent="  ",
+    return textwrap.wrap(" ".join(text.split()), WIDTH, initial_indent="  ",
                          subsequent_indent="  ")
 
 
-def _ref(r: dict[str, Any]) -> str:
-    where = f"{r['source']}:{r['line']}" if r.get("line") else r["source"]
-    return f"{where}: {r['text']}"
+def _ref(r: Ref) -> str:
+    where = f"{r.source}:{r.line}" if r.line else r.source
+    return f"{where}: {r.text}"
