@@ -174,7 +174,8 @@ def gpus_involved(facts: FactSet, tr: Transcript) -> list[dict[str, Any]]:
         entry = slot(x.get("pci"))
         if entry is None:
             continue
-        ref = lines.get(x.get("line"))
+        line = x.get("line")
+        ref = lines.get(line) if isinstance(line, int) else None
         entry["xids"].append({"code": x.get("code"), "time": str(x.get("time") or ""),
                               "line": ref.text if ref else str(x.get("message") or ""),
                               "source": f"{ref.source}:{ref.line}" if ref else ""})
