@@ -36,7 +36,9 @@ class TargetInfo:
 
     @property
     def title(self) -> str:
-        return f"{self.namespace}/{self.pod}" if self.pod else self.session
+        if self.pod:
+            return f"{self.namespace}/{self.pod}"
+        return f"{self.namespace}/{self.owner}" if self.owner else self.session
 
 
 @dataclass(frozen=True)

@@ -109,10 +109,11 @@ def _verdict(tr: Transcript) -> dict[str, Any]:
 
 
 def evidence_label(session: str) -> str:
-    """Where the evidence came from, without local paths: ``bundle NAME``, ``demo X``."""
-    kind, _, rest = session.partition(" ")
-    if kind == "bundle" and rest:
-        return f"bundle {PurePath(rest.rstrip('/')).name}"
+    """Where the evidence came from, without local paths: ``bundle NAME``, ``node bundle
+    NAME``, ``demo X``, ``context prod``."""
+    head, sep, rest = session.partition("bundle ")
+    if sep and rest and head in ("", "node "):
+        return f"{head}bundle {PurePath(rest.rstrip('/')).name}"
     return session
 
 
