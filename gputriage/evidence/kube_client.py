@@ -68,7 +68,10 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Ku
             return _in_cluster_config()
         raise GputriageError(
             f"no kubeconfig at {', '.join(paths) or files}. Pass --kubeconfig FILE, set "
-            "KUBECONFIG, or run gputriage inside a pod with a service account.",
+            "KUBECONFIG, or run gputriage inside a pod with a service account. Without a "
+            "cluster: `gputriage demo` shows the built-in scenarios, and `gputriage POD --from "
+            "DIR` replays an evidence bundle (one `gputriage collect` wrote, or files pasted "
+            "by hand).",
             title="no kubeconfig")
     joined = os.pathsep.join(existing)
     with _client_errors() as notes:

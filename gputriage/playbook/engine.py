@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 from gputriage.evidence.model import LineRef
 from gputriage.facts.model import FactSet
 from gputriage.playbook.conditions import Budget, Condition, Evaluation, Truth, new_context
+from gputriage.playbook.fix_render import render_command
 from gputriage.playbook.model import (
     UNDETERMINED,
     FindingSpec,
+    FixSpec,
     Playbook,
     PlaybookSet,
     Step,
@@ -427,10 +429,13 @@ class _Walker:
         return Finding(
             id=spec.id, severity=spec.severity, title=self._text(spec.title),
             summary=self._text(spec.summary),
-            fix=Fix(self._text(spec.fix.summary),
-                    tuple(render(c, self.context, shell=True) for c in spec.fix.commands)),
+            fix=self._fix(spec.fix),
             references=spec.references, evidence=self._walk_citations(),
             playbook=book.id, step=step.id)
+
+    def _fix(self, spec: FixSpec) -> Fix:
+        records = tuple(render_command(c, self.context) for c in spec.commands)
+        return Fix(self._text(spec.summary), tuple(r.text for r in records if r.text), records)
 
     def _undetermined_at(self, book: Playbook, step: Step, visit: Visit) -> Finding:
         return self._undetermined(visit.ref, visit.prompt, visit.because,

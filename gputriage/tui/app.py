@@ -372,16 +372,39 @@ class TriageApp(App[int]):
         self.triage.query_one(EvidenceTabs).show_tab(tab_id)
 
     def action_copy(self) -> None:
-        self._copy(self.triage.query_one(FixPanel).selected_command)
+        panel = self.triage.query_one(FixPanel)
+        record = panel.selected_record
+        self._copy(panel.selected_command, record.mutates if record else False,
+                   record.why if record else "")
+
+    def action_copy_read_only(self) -> None:
+        commands = self.triage.query_one(FixPanel).read_only_commands
+        if not commands:
+            self.notify("The fix has no read-only command to copy.", title="copy")
+            return
+        self.copy_to_clipboard("\n".join(commands) + "\n")
+        self.notify(f"{len(commands)} read-only commands", title="copied to the clipboard")
 
     def on_fix_panel_command_chosen(self, message: FixPanel.CommandChosen) -> None:
-        self._copy(message.command)
+        self._copy(message.command, message.mutates, message.why)
 
-    def _copy(self, command: str) -> None:
+    def _copy(self, command: str, mutates: bool = False, why: str = "") -> None:
         if not command:
             self.notify("There is no fix command to copy yet.", title="copy")
             return
         command = inert(command)  # no escape sequence rides into the clipboard
+        if mutates:
+            from gputriage.tui.screens.confirm import ConfirmScreen
+
+            def copy_if_yes(yes: bool | None) -> None:
+                if yes:
+                    self.copy_to_clipboard(command)
+                    self.notify(clean(command), title="copied to the clipboard (changes state)",
+                                markup=False)
+
+            self.push_screen(ConfirmScreen("This command changes state. Copy it?", command,
+                                           why), copy_if_yes)
+            return
         self.copy_to_clipboard(command)
         # Cluster text in the command ([link=...], [@click=...]) shows verbatim, never markup.
         self.notify(clean(command), title="copied to the clipboard", markup=False)
@@ -399,7 +422,8 @@ class TriageApp(App[int]):
         try:
             self.exported = export_summary(
                 self.export_dir, self.session, self.evidence, self.facts, self.transcript,
-                notes, self.clock())
+                notes, self.clock(),
+                confirmed=walkstate.at_verdict(self.cursor, self.transcript))
         except OSError as exc:
             self.notify(f"{exc.strerror or exc}: {exc.filename or self.export_dir}",
                         title="export failed", severity="error", timeout=15)
