@@ -50,15 +50,16 @@ _NO_DEVICES = frozenset({"", "void", "none"})
 
 def stack_component(meta: Mapping[str, Any], spec: Mapping[str, Any], owner_name: str) -> str:
     """The GPU-stack component a pod belongs to ('' when it is not one)."""
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    haystack = [str(c.get("image") or "") for c in _all_containers(spec)]
-    haystack += [str(labels.get(k) or "") for k in _LABEL_KEYS]
-    haystack += [owner_name, str(meta.get("name") or "")]
+    labels = meta.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    haystack = [_text(c.get("image")) for c in _all_containers(spec)]
+    haystack += [_text(labels.get(k)) for k in _LABEL_KEYS]
+    haystack += [owner_name, _text(meta.get("name"))]
     lowered = [h.lower() for h in haystack if h]
     for component, needles in GPU_STACK:
         if any(n in h for h in lowered for n in needles):
             return component
-    if str(meta.get("namespace") or "") in GPU_STACK_NAMESPACES:
+    if _text(meta.get("namespace")) in GPU_STACK_NAMESPACES:
         return "gpu-operator"
     return ""
 
@@ -66,9 +67,10 @@ def stack_component(meta: Mapping[str, Any], spec: Mapping[str, Any], owner_name
 def visible_devices(spec: Mapping[str, Any]) -> str:
     """The first ``NVIDIA_VISIBLE_DEVICES`` value set in a container's env ('' when none)."""
     for c in _all_containers(spec):
-        for e in c.get("env") or ():
+        env = c.get("env")
+        for e in env if isinstance(env, list) else ():
             if isinstance(e, Mapping) and e.get("name") == "NVIDIA_VISIBLE_DEVICES":
-                value = str(e.get("value") or "")
+                value = _text(e.get("value"))
                 if value.strip().lower() not in _NO_DEVICES:
                     return value
     return ""
@@ -84,7 +86,7 @@ def involvement(*, gpu_resources: Mapping[str, int], dra: bool, runtime_class: s
     """Every reason the pod counts as GPU-involved, in words (empty: none)."""
     out: list[str] = []
     if gpu_resources:
-        out.append("requests " + ", ".join(f"{r}={n}" for r, n in gpu_resources.items()))
+        out.append("requests " + ", ".join(f"{r}={_count(n)}" for r, n in gpu_resources.items()))
     if dra:
         out.append("claims devices through DRA")
     if runtime_class and is_nvidia_runtime_class(runtime_class):
@@ -94,6 +96,16 @@ def involvement(*, gpu_resources: Mapping[str, int], dra: bool, runtime_class: s
     if component:
         out.append(f"is a pod of the GPU stack ({component})")
     return out
+
+
+def _count(n: int) -> str:
+    """A resource count in words; a hostile 5,000-digit count is not printed whole."""
+    return str(n) if n.bit_length() < 64 else "(a number too large to show)"
+
+
+def _text(value: Any) -> str:
+    """Strings only: anything else in a hostile object (a 5,000-digit int) reads as ''."""
+    return value if isinstance(value, str) else ""
 
 
 def _all_containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -173,7 +173,8 @@ def legal_but_big(steps: int) -> str:
                 f"pod.containers.exists(c, c.name == 'c{i}')",
                 f"        because: restarts above {i}", "        conclude: big.end",
                 "    otherwise:", "      because: not yet", f"      {nxt}"]
-    out += ["findings:", "  big.end:", "    severity: info", "    title: End",
+    out += ["findings:", "  big.end:", "    requires: pod.known", "    severity: info",
+            "    title: End",
             "    summary: The end.", "    fix:", "      summary: Nothing."]
     return "\n".join(out) + "\n"
 
