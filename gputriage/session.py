@@ -10,7 +10,6 @@ A session never raises for evidence it could not get; that becomes an Evidence w
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -69,13 +68,3 @@ class BundleSession:
 
     def collect_all(self) -> EvidenceSet:
         return self._load()
-
-
-def open_session(args: argparse.Namespace) -> Session:
-    """The session the command line asks for: ``--from DIR`` or the live cluster."""
-    bundle = getattr(args, "from_bundle", None)
-    if bundle:
-        return BundleSession(Path(bundle))
-    from gputriage.evidence.live import LiveSession
-
-    return LiveSession.from_args(args)
