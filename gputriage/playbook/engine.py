@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gputriage.evidence.model import LineRef
+from gputriage.facts.lineref import LineRef
 from gputriage.facts.model import FactSet
 from gputriage.playbook.conditions import Condition, Evaluation, Truth, new_context
 from gputriage.playbook.model import UNDETERMINED, Playbook, PlaybookSet, Step, Target
