@@ -27,7 +27,6 @@ import pytest
 from gputriage.cli import build_parser
 from gputriage.evidence.model import Key, Status
 from gputriage.evidence.sources import NODE_KEYS
-from tests.conftest import require_tool
 from tests.kubeapi import KubeAPI
 from tests.kubeapi.cluster import container, event, gpu_cluster, gpu_node, namespace, pod, running
 from tests.live import open_live
@@ -43,14 +42,6 @@ CONTAINER = "main|cd;touch c-ctr"
 UID = "6b1f0a6e'$(cd;touch c-uid)'"
 SINCE = "2h' ; cd ; touch c-since ; '"
 HOSTILE = {"ns": NS, "pod": POD, "node": NODE, "uid": UID, "since": SINCE}
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    require_tool("ssh-keygen")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -20,7 +19,6 @@ from gputriage.scan.nodewalk import NodeBundleSession
 from gputriage.session import BundleSession
 from gputriage.tui.app import TriageApp, playbook_walker
 from gputriage.tui.launch import run_triage
-from tests.conftest import require_tool
 from tests.kubeapi import KubeAPI
 from tests.kubeapi.generate import LOST_NODE, generate
 from tests.sshd import SshLab
@@ -32,34 +30,11 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "gputriage" / "scenarios"
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    require_tool("ssh-keygen")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
-
-
-@pytest.fixture
 def api() -> Iterator[KubeAPI]:
     cluster, _ = generate(60, 300, seed=5, now=time.time())
     with KubeAPI(cluster) as api:
         yield api
         assert not api.mutations()
-
-
-@pytest.fixture
-def dials(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every TCP connection paramiko opens; anything but 127.0.0.1 fails the test."""
-    seen: list[tuple[str, int]] = []
-    real = socket.create_connection
-
-    def guarded(address: tuple[str, int], *args: object, **kw: object) -> socket.socket:
-        seen.append((address[0], int(address[1])))
-        assert address[0] == "127.0.0.1", f"a test tried to dial {address}"
-        return real(address, *args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(socket, "create_connection", guarded)
-    return seen
 
 
 def test_live_node_walk_over_the_api_and_ssh(api: KubeAPI, lab: SshLab, tmp_path: Path,
