@@ -50,7 +50,8 @@ _NO_DEVICES = frozenset({"", "void", "none"})
 
 def stack_component(meta: Mapping[str, Any], spec: Mapping[str, Any], owner_name: str) -> str:
     """The GPU-stack component a pod belongs to ('' when it is not one)."""
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    raw_labels = meta.get("labels")
+    labels: Mapping[str, Any] = raw_labels if isinstance(raw_labels, Mapping) else {}
     haystack = [str(c.get("image") or "") for c in _all_containers(spec)]
     haystack += [str(labels.get(k) or "") for k in _LABEL_KEYS]
     haystack += [owner_name, str(meta.get("name") or "")]
