@@ -107,7 +107,7 @@ def test_node_bundle_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "**Verdict:** 🟥 A GPU fell off the bus (Xid 79) (`lost.gpu-fallen-off-bus`, " \
-           "critical)" in out
+           "critical, certain)" in out
     assert "## GPU inventory" in out
     assert "gpu-h100-07: NVIDIA-H100-80GB-HBM3, 79 GiB; label count 8, advertised 8" in out
     assert "allocatable/capacity: nvidia.com/gpu 7/8" in out
