@@ -113,8 +113,6 @@ DESCRIPTIONS: dict[Key, str] = {
 }
 
 
-
-
 @dataclass(frozen=True)
 class Evidence:
     """One piece of evidence and how collecting it went.
