@@ -20,7 +20,7 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 #: The namespace used when neither ``-n`` nor the kubeconfig context names one.
 DEFAULT_NAMESPACE = "default"
 
-ReportFormat = Literal["md", "json"]
+ReportFormat = Literal["md", "text", "json"]
 
 
 def _frozen(pairs: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -83,9 +83,9 @@ class ReportOptions:
     """The headless walk (``--report md|json``)."""
 
     format: ReportFormat = "md"
-    """Markdown or JSON summary."""
+    """Markdown (tickets), plain text (chat) or JSON (bots)."""
     output: Path | None = None
-    """Write the summary there (atomically); None: stdout."""
+    """Write the summary there (atomically); None: stdout (``-o -`` too)."""
     answers: Mapping[str, str] = field(default_factory=_frozen)
     """``--answer STEP=CHOICE``: answers to ``ask`` steps."""
     overrides: Mapping[str, str] = field(default_factory=_frozen)

@@ -83,15 +83,25 @@ class Triage:
 # Kinds of walk
 
 
-def pod_triage(target: str, options: TriageOptions, *, description: str = "") -> Triage:
-    """``gputriage POD`` (or ``KIND/NAME``): a bundle replayed or the live cluster."""
+def pod_triage(target: str, options: TriageOptions, *, description: str = "",
+               check_bundle: bool = True) -> Triage:
+    """``gputriage POD`` (or ``KIND/NAME``): a bundle replayed or the live cluster.
+
+    With a bundle, a pod name or namespace the SRE typed must be the bundle's (replaying
+    another pod's evidence under this one's name would be a wrong report); ``check_bundle``
+    is off where the name is not the SRE's (``gputriage demo SCENARIO``).
+    """
     bundle = options.bundle
+    namespace = options.cluster.namespace
 
     def open_session() -> Session:
         if bundle is not None:
-            from gputriage.session import BundleSession
+            from gputriage.session import BundleSession, check_bundle_target
 
-            return BundleSession(bundle, description=description)
+            session = BundleSession(bundle, description=description)
+            if check_bundle:
+                check_bundle_target(session.collect_all(), target, namespace, bundle)
+            return session
         from gputriage.evidence.live import LiveSession
 
         return LiveSession.open(target, options.cluster, options.node)

@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if options.report is not None:
         from gputriage.pipeline import run_headless
 
-        return run_headless(pod_triage(name, options), options, options.report)
+        return run_headless(pod_triage(name, options, check_bundle=False), options,
+                            options.report)
     from gputriage.tui.launch import run_triage
 
-    return run_triage(pod_triage(name, options, description=f"demo {name}"), options)
+    return run_triage(pod_triage(name, options, description=f"demo {name}", check_bundle=False),
+                      options)

@@ -136,7 +136,7 @@ def report_options_from_args(args: argparse.Namespace) -> ReportOptions | None:
     if not fmt:
         return None
     output = _opt(args, "output")
-    return ReportOptions(format=fmt, output=Path(output) if output else None,
+    return ReportOptions(format=fmt, output=Path(output) if output not in (None, "", "-") else None,
                          answers=parse_pairs(_opt(args, "answer", []), "--answer"),
                          overrides=parse_pairs(_opt(args, "override", []), "--override"))
 

@@ -83,7 +83,8 @@ def test_malformed_pairs_fail_before_anything_runs() -> None:
 
 def test_one_triage_shape_for_pods_workloads_and_nodes(tmp_path: Path) -> None:
     opts = TriageOptions(bundle=SCENARIOS / "lost-xid79")
-    pod, owner, node = pod_triage("p", opts), pod_triage("deploy/x", opts), node_triage("n", opts)
+    pod = pod_triage("llama-pretrain-worker-3", opts)
+    owner, node = pod_triage("deploy/x", opts), node_triage("n", opts)
     assert [t.kind for t in (pod, owner, node)] == ["pod", "owner", "node"]
     assert {t.entry for t in (pod, owner, node)} == {None}  # the playbooks' routes choose
     assert pod.notes_path("ctx") is None  # the pod's notes path comes from the facts
@@ -91,6 +92,11 @@ def test_one_triage_shape_for_pods_workloads_and_nodes(tmp_path: Path) -> None:
     assert node.notes_path("") == default_notes_path("bundle", "node", "n")
     session = pod.open_session()
     assert isinstance(session, BundleSession) and session.path == SCENARIOS / "lost-xid79"
+    assert isinstance(owner.open_session(), BundleSession)  # any pod of a workload
+    # a pod name the bundle does not hold is refused, unless the name is not the SRE's (demo)
+    with pytest.raises(GputriageError, match="holds pod ml-prod/llama-pretrain-worker-3"):
+        pod_triage("other-pod", opts).open_session()
+    assert pod_triage("lost-xid79", opts, check_bundle=False).open_session() is not None
     # a node blamed by a bundle's walk is walked from the same bundle
     after = node_after(session, "gpu-h100-07", TriageOptions())
     assert after.kind == "node" and getattr(after.open_session(), "path", None) == session.path
@@ -121,7 +127,7 @@ def test_a_walk_is_only_what_it_describes(tmp_path: Path) -> None:
     from gputriage.pipeline import run_headless
 
     opts = TriageOptions(bundle=SCENARIOS / "lost-xid79")
-    base = pod_triage("p", opts)
+    base = pod_triage("llama-pretrain-worker-3", opts)
     fixed = dataclasses.replace(base, entry="node-onboarding")
     out = tmp_path / "s.json"
     assert isinstance(fixed, Triage)
