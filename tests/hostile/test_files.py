@@ -18,7 +18,6 @@ from gputriage.evidence.model import Key, Status
 from gputriage.scenarios import scenario_path
 from tests.conftest import ROOT
 
-
 #: The pod the lost-xid79 scenario holds (a pod name the bundle lacks is refused).
 POD = ("llama-pretrain-worker-3", "-n", "ml-prod")
 
