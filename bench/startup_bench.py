@@ -32,14 +32,15 @@ import asyncio, json, sys, tempfile, time
 t0 = float(sys.argv[1])
 from pathlib import Path
 from gputriage.cli import build_parser
-from gputriage.session import open_session
+from gputriage.commands.options import triage_options_from_args
+from gputriage.pipeline import pod_triage
 from gputriage.tui.app import TriageApp
 from gputriage.tui.widgets.target_header import TargetHeader
 
 async def main():
     marks = {"imported": time.time() - t0}
     args = build_parser().parse_args(sys.argv[2:])
-    session = open_session(args)
+    session = pod_triage(args.pod, triage_options_from_args(args)).open_session()
     marks["api"] = time.time() - t0
     tmp = Path(tempfile.mkdtemp())
     app = TriageApp(session, notes_path=tmp / "n.json", export_dir=tmp)

@@ -45,9 +45,11 @@ class OnlyKeys:
 
 def _session(lab: Lab) -> Any:
     from gputriage.cli import build_parser
-    from gputriage.evidence.live import LiveSession
+    from gputriage.commands.options import triage_options_from_args
+    from gputriage.pipeline import pod_triage
 
-    return LiveSession.from_args(build_parser().parse_args(lab.triage_args()))
+    args = build_parser().parse_args(lab.triage_args())
+    return pod_triage(args.pod, triage_options_from_args(args)).open_session()
 
 
 def full_walk(lab: Lab, books: Any) -> float:

@@ -10,7 +10,6 @@ A session never raises for evidence it could not get; that becomes an Evidence w
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -69,23 +68,6 @@ class BundleSession:
 
     def collect_all(self) -> EvidenceSet:
         return self._load()
-
-
-def open_session(args: argparse.Namespace) -> Session:
-    """The session the command line asks for: ``--from DIR`` or the live cluster.
-
-    With ``--from``, a pod name or namespace given on the command line must be the bundle's:
-    replaying another pod's evidence under this one's name would be a wrong report.
-    """
-    bundle = getattr(args, "from_bundle", None)
-    if bundle:
-        session = BundleSession(Path(bundle))
-        check_bundle_target(session.collect_all(), getattr(args, "pod", None),
-                            getattr(args, "namespace", None), Path(bundle))
-        return session
-    from gputriage.evidence.live import LiveSession
-
-    return LiveSession.from_args(args)
 
 
 def check_bundle_target(evidence: EvidenceSet, pod: str | None, namespace: str | None,

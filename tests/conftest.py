@@ -3,18 +3,41 @@
 * ``shared_dir`` / ``corpus_dir``: the real-world corpus next to the checkout (``../shared``),
   or ``$GPUTRIAGE_SHARED``. Tests that read it skip when it is absent.
 * ``require_tool``: integration tests call it for sshd, kubectl, tmux...; when ``CI`` is set a
-  missing tool is a failure, not a skip.
+  missing tool is a failure, not a skip. The message says how to get the tool
+  (:data:`HOW_TO_GET`).
+* ``lab``: a real OpenSSH sshd on 127.0.0.1 acting as a node (``tests/sshd.py``), behind a
+  ProxyJump bastion; ``dials``: every TCP connection a test opens, failing on any address but
+  127.0.0.1.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from tests.sshd import SshLab
+
 ROOT = Path(__file__).resolve().parents[1]
+
+#: How to get each external tool the suite uses (README, "Running the tests").
+HOW_TO_GET: dict[str, str] = {
+    "sshd": "apt-get install openssh-server (.ci/run does)",
+    "ssh": "apt-get install openssh-client (.ci/run does)",
+    "ssh-keygen": "apt-get install openssh-client (.ci/run does)",
+    "ssh-agent": "apt-get install openssh-client (.ci/run does)",
+    "ssh-add": "apt-get install openssh-client (.ci/run does)",
+    "tmux": "apt-get install tmux (.ci/run does)",
+    "rsvg-convert": "apt-get install librsvg2-bin (.ci/run does)",
+    "kubectl": "install kubectl from https://kubernetes.io/docs/tasks/tools/ (Debian/Ubuntu "
+               "do not package it; .ci/run does not install it)",
+}
 
 
 def _shared() -> Path | None:
@@ -46,8 +69,34 @@ def require_tool(name: str, path: str | None = None) -> str:
     """Absolute path of an external tool; skip (or fail under CI) when it is missing."""
     found = path if path and os.access(path, os.X_OK) else shutil.which(name)
     if not found:
-        msg = f"{name} is not installed (apt-get install it; .ci/run does)"
+        msg = f"{name} is not installed: {HOW_TO_GET.get(name, 'install it')}"
         if os.environ.get("CI"):
             pytest.fail(f"CI: {msg}")
         pytest.skip(msg)
     return found
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[SshLab]:
+    """A real sshd on 127.0.0.1 acting as a node, reached through a ProxyJump bastion."""
+    from tests.sshd import SshLab
+
+    require_tool("sshd", "/usr/sbin/sshd")
+    require_tool("ssh-keygen")
+    with SshLab(tmp_path / "lab") as lab:
+        yield lab
+
+
+@pytest.fixture
+def dials(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every TCP connection the process opens; anything but 127.0.0.1 fails the test."""
+    seen: list[tuple[str, int]] = []
+    real = socket.create_connection
+
+    def guarded(address: tuple[str, int], *args: object, **kw: object) -> socket.socket:
+        seen.append((address[0], int(address[1])))
+        assert address[0] == "127.0.0.1", f"a test tried to dial {address}"
+        return real(address, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "create_connection", guarded)
+    return seen

@@ -10,7 +10,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from gputriage.commands.options import add_cluster_arguments, add_node_access_arguments
+from gputriage.commands.options import (
+    add_cluster_arguments,
+    add_node_access_arguments,
+    cluster_access_from_args,
+    node_access_from_args,
+)
 
 if TYPE_CHECKING:
     from gputriage.evidence.live import LiveSession
@@ -39,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     check_destination(out, force=args.force)  # fail before spending minutes collecting
-    session = LiveSession.from_args(args)
+    session = LiveSession.open(str(args.pod), cluster_access_from_args(args),
+                               node_access_from_args(args))
     try:
         if session.notice:
             print(f"gputriage: {session.notice}", file=sys.stderr)

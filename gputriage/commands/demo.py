@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 
-from gputriage.commands.options import add_playbook_arguments, add_report_arguments
+from gputriage.commands.options import (
+    add_playbook_arguments,
+    add_report_arguments,
+    triage_options_from_args,
+)
 
 HELP = "the TUI on built-in scenarios (no cluster needed); --list shows them"
 
@@ -43,12 +47,17 @@ def run(args: argparse.Namespace) -> int:
         if not name:
             return 0
     path = scenario_path(name)  # a GputriageError naming close matches for a typo
-    if args.report:
-        from gputriage.headless import run_headless
+    from dataclasses import replace
 
-        args.from_bundle = str(path)
-        return run_headless(args)
-    from gputriage.session import BundleSession
-    from gputriage.tui.launch import run_app
+    from gputriage.pipeline import pod_triage
 
-    return run_app(BundleSession(path, description=f"demo {name}"), args)
+    options = replace(triage_options_from_args(args), bundle=path)
+    if options.report is not None:
+        from gputriage.pipeline import run_headless
+
+        return run_headless(pod_triage(name, options, check_bundle=False), options,
+                            options.report)
+    from gputriage.tui.launch import run_triage
+
+    return run_triage(pod_triage(name, options, description=f"demo {name}", check_bundle=False),
+                      options)

@@ -1,8 +1,25 @@
-"""Options shared by the commands that look at a live cluster or a bundle."""
+"""Options shared by the commands that look at a live cluster or a bundle.
+
+``add_*_arguments`` declare them on a parser; ``*_from_args`` turn the parsed namespace into
+the typed options of :mod:`gputriage.options` (the only place argparse meets the rest).
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
+
+from gputriage.options import (
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SINCE,
+    ClusterAccess,
+    NodeAccess,
+    ReportOptions,
+    TriageOptions,
+    TuiOptions,
+    WalkOptions,
+)
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -10,8 +27,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("-n", "--namespace", help="namespace (default: the context's, else 'default')")
     g.add_argument("--context", help="kubeconfig context to use (default: current-context)")
     g.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    g.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="timeout for each API call (default: 10)")
+    g.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT,
+                   metavar="SECONDS",
+                   help=f"timeout for each API call (default: {DEFAULT_REQUEST_TIMEOUT:g})")
 
 
 def add_node_access_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,8 +49,8 @@ def add_node_access_arguments(p: argparse.ArgumentParser) -> None:
                         "changed one)")
     g.add_argument("--sudo", action="store_true",
                    help="run node commands with `sudo -n` (non-interactive)")
-    g.add_argument("--since", default="2h", metavar="DURATION",
-                   help="time window for journals and kernel logs (default: 2h)")
+    g.add_argument("--since", default=DEFAULT_SINCE, metavar="DURATION",
+                   help=f"time window for journals and kernel logs (default: {DEFAULT_SINCE})")
     g.add_argument("--local", action="store_true",
                    help="gputriage runs on the node itself: read NVML and logs locally")
 
@@ -55,3 +73,83 @@ def add_report_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --report: answer an ask step (repeatable)")
     p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
                    help="with --report: take another branch at STEP (repeatable)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The parsed command line -> typed options (missing attributes take the options' defaults, so
+# a command that declares only some groups still gets a whole TriageOptions).
+
+
+def _opt(args: argparse.Namespace, name: str, default: Any = None) -> Any:
+    value = vars(args).get(name)
+    return default if value is None else value
+
+
+def parse_pairs(values: list[str], flag: str) -> dict[str, str]:
+    """``["a/b=c", ...]`` -> ``{"a/b": "c"}`` with a clear error for a malformed pair."""
+    from gputriage.errors import GputriageError
+
+    pairs: dict[str, str] = {}
+    for raw in values:
+        key, sep, value = raw.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise GputriageError(f"{flag} expects STEP=VALUE (e.g. {flag} "
+                                 f"oom-cuda/params=7e9), got {raw!r}", title="bad argument")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def cluster_access_from_args(args: argparse.Namespace) -> ClusterAccess:
+    return ClusterAccess(
+        namespace=_opt(args, "namespace") or None,
+        context=_opt(args, "context") or None,
+        kubeconfig=_opt(args, "kubeconfig") or None,
+        request_timeout=float(_opt(args, "request_timeout") or DEFAULT_REQUEST_TIMEOUT),
+    )
+
+
+def node_access_from_args(args: argparse.Namespace) -> NodeAccess:
+    from gputriage.evidence.nodes import parse_node_addresses
+
+    return NodeAccess(
+        ssh=_opt(args, "ssh", "auto") != "off",
+        ssh_config=_opt(args, "ssh_config"),
+        ssh_user=_opt(args, "ssh_user"),
+        node_addresses=parse_node_addresses(_opt(args, "node_address", [])),
+        known_hosts=_opt(args, "known_hosts"),
+        accept_new_host_key=bool(_opt(args, "accept_new_host_key", False)),
+        sudo=bool(_opt(args, "sudo", False)),
+        since=str(_opt(args, "since") or DEFAULT_SINCE),
+        local=bool(_opt(args, "local", False)),
+    )
+
+
+def walk_options_from_args(args: argparse.Namespace) -> WalkOptions:
+    notes = _opt(args, "notes")
+    return WalkOptions(playbook_dirs=tuple(Path(p) for p in _opt(args, "playbooks", [])),
+                       notes_file=Path(notes) if notes else None)
+
+
+def report_options_from_args(args: argparse.Namespace) -> ReportOptions | None:
+    """``--report`` and its companions; None when no report was asked for (the TUI)."""
+    fmt = _opt(args, "report")
+    if not fmt:
+        return None
+    output = _opt(args, "output")
+    return ReportOptions(format=fmt, output=Path(output) if output not in (None, "", "-") else None,
+                         answers=parse_pairs(_opt(args, "answer", []), "--answer"),
+                         overrides=parse_pairs(_opt(args, "override", []), "--override"))
+
+
+def triage_options_from_args(args: argparse.Namespace) -> TriageOptions:
+    """Every option of a triage command (``gputriage POD``, ``node``, ``demo``, ``scan``)."""
+    bundle = _opt(args, "from_bundle")
+    export_dir = _opt(args, "export_dir")
+    return TriageOptions(
+        cluster=cluster_access_from_args(args),
+        node=node_access_from_args(args),
+        walk=walk_options_from_args(args),
+        report=report_options_from_args(args),
+        tui=TuiOptions(export_dir=Path(export_dir)) if export_dir else TuiOptions(),
+        bundle=Path(bundle) if bundle else None,
+    )

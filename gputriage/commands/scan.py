@@ -20,8 +20,11 @@ from gputriage.commands.options import (
     add_cluster_arguments,
     add_node_access_arguments,
     add_playbook_arguments,
+    cluster_access_from_args,
+    triage_options_from_args,
 )
 from gputriage.errors import GputriageError
+from gputriage.options import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
     from gputriage.evidence.kube_client import KubeClient
@@ -63,7 +66,7 @@ def scope_from_args(args: argparse.Namespace, context_namespace: str) -> Scope:
     if args.all_namespaces and args.namespace:
         raise GputriageError("use either -n NAMESPACE or -A, not both", title="bad argument")
     namespace = "" if args.all_namespaces else (args.namespace or context_namespace
-                                                 or "default")
+                                                 or DEFAULT_NAMESPACE)
     return Scope(namespace=namespace, selector=args.selector or "", stuck_after=stuck)
 
 
@@ -71,8 +74,9 @@ def connect(args: argparse.Namespace) -> KubeClient:
     """The kube source's client, configured the same way (kubeconfig, context, timeout)."""
     from gputriage.evidence.kube_client import KubeClient, load_config
 
-    config = load_config(getattr(args, "kubeconfig", None), getattr(args, "context", None))
-    return KubeClient(config, timeout=float(getattr(args, "request_timeout", None) or 10.0))
+    access = cluster_access_from_args(args)
+    config = load_config(access.kubeconfig, access.context)
+    return KubeClient(config, timeout=access.request_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             return run_headless(args, client, scope)
         from gputriage.tui.scan_app import run_scan_tui
 
-        return run_scan_tui(client, scope, args)
+        return run_scan_tui(client, scope, triage_options_from_args(args))
     finally:
         client.close()
 

@@ -9,6 +9,7 @@ from gputriage.commands.options import (
     add_node_access_arguments,
     add_playbook_arguments,
     add_report_arguments,
+    triage_options_from_args,
 )
 
 HELP = "triage a GPU pod (the default command: `gputriage <pod>`)"
@@ -27,10 +28,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.report:
-        from gputriage.headless import run_headless
+    from gputriage.pipeline import pod_triage
 
-        return run_headless(args)
-    from gputriage.tui.launch import run_tui
+    options = triage_options_from_args(args)
+    triage = pod_triage(str(args.pod), options)
+    if options.report is not None:
+        from gputriage.pipeline import run_headless
 
-    return run_tui(args)
+        return run_headless(triage, options, options.report)
+    from gputriage.tui.launch import run_triage
+
+    return run_triage(triage, options)

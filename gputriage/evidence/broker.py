@@ -23,6 +23,7 @@ from typing import Protocol
 
 from gputriage.evidence.model import DESCRIPTIONS, Evidence, EvidenceSet, Key, Status
 from gputriage.evidence.sources import NODE_KEYS, NodeQuery, NodeSource
+from gputriage.options import DEFAULT_REQUEST_TIMEOUT
 
 #: When every node source failed, the failure shown is the first of these statuses found.
 _INFORMATIVE = (Status.ERROR, Status.FORBIDDEN, Status.TIMEOUT, Status.UNAVAILABLE)
@@ -57,7 +58,7 @@ class Broker:
     """
 
     def __init__(self, cluster: ClusterSource, node_sources: Sequence[NodeSource] = (), *,
-                 timeout: float = 10.0, deadline: float | None = None,
+                 timeout: float = DEFAULT_REQUEST_TIMEOUT, deadline: float | None = None,
                  node_timeout: float | None = None,
                  node_keys: tuple[Key, ...] = NODE_KEYS) -> None:
         self.cluster = cluster

@@ -25,6 +25,7 @@ from gputriage.evidence.kube_errors import Reply, failed, failure_status
 from gputriage.evidence.model import DESCRIPTIONS, Evidence, Key, Status
 from gputriage.evidence.nodes import node_address
 from gputriage.evidence.sources import NodeQuery
+from gputriage.options import DEFAULT_SINCE
 
 #: Container and device-plugin logs: the newest lines matter most.
 LOG_TAIL_LINES = 5000
@@ -286,7 +287,7 @@ class KubeSource:
 
     def __init__(self, client: KubeClient, namespace: str, pod: str, *,
                  pod_evidence: Evidence | None = None,
-                 node_overrides: Mapping[str, str] | None = None, since: str = "2h",
+                 node_overrides: Mapping[str, str] | None = None, since: str = DEFAULT_SINCE,
                  node_max_bytes: int = 4 * 1024 * 1024) -> None:
         self.client = client
         self.namespace = namespace

@@ -26,6 +26,7 @@ from urllib.parse import quote
 from gputriage import __version__
 from gputriage.errors import GputriageError
 from gputriage.evidence.kube_errors import Reply, describe_exception
+from gputriage.options import DEFAULT_REQUEST_TIMEOUT
 
 #: Items per page when listing (nodes, pods on a node, events).
 PAGE_SIZE = 500
@@ -182,7 +183,7 @@ def shown(path: str, query: Mapping[str, object] | None = None) -> str:
 class KubeClient:
     """GETs against the API with a timeout per call; answers are :class:`Reply`, never raise."""
 
-    def __init__(self, config: KubeConfig, timeout: float = 10.0) -> None:
+    def __init__(self, config: KubeConfig, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
         from kubernetes.client.api_client import ApiClient
 
         self.config = config

@@ -1,26 +1,26 @@
 """The live session: evidence from the cluster's API and the pod's node, as it lands.
 
-:meth:`LiveSession.from_args` loads the kubeconfig and resolves the target (a pod, or the worst
+:meth:`LiveSession.open` loads the kubeconfig and resolves the target (a pod, or the worst
 pod of ``deploy/NAME``...) before anything is shown, so "pod not found" and "permission denied"
 are errors with advice instead of an empty walk. The pod object read while resolving is the
 first thing the stream yields. Node evidence goes to the SSH/local source the command line
-configures (:func:`gputriage.evidence.nodes.node_source_from_args`), with the API's node log
+options ask for (:func:`gputriage.evidence.nodes.node_source`), with the API's node log
 query as a read-only fallback for the kubelet journal.
 
-Importing this module is cheap: ``kubernetes`` and the node transports load in ``from_args``.
+Importing this module is cheap: ``kubernetes`` and the node transports load in ``open``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from gputriage.evidence.broker import Broker
 from gputriage.evidence.model import Evidence, EvidenceSet, Key
-from gputriage.evidence.nodes import node_source_from_args, parse_node_addresses
+from gputriage.evidence.nodes import node_source
 from gputriage.evidence.sources import NodeSource
+from gputriage.options import DEFAULT_NAMESPACE, ClusterAccess, NodeAccess
 
 
 class LiveSession:
@@ -39,9 +39,8 @@ class LiveSession:
         self._closers = list(closers)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> LiveSession:
-        """Build from the options of :mod:`gputriage.commands.options` (``pod``, ``namespace``,
-        ``context``, ``kubeconfig``, ``request_timeout`` and the node-access options).
+    def open(cls, target: str, cluster: ClusterAccess, node: NodeAccess) -> LiveSession:
+        """The live session of ``target`` (a pod, or ``KIND/NAME`` of a workload).
 
         Blocks for the kubeconfig and one or two API calls; raises GputriageError when there
         is no pod to triage."""
@@ -49,29 +48,29 @@ class LiveSession:
         from gputriage.evidence.kube_client import KubeClient, load_config
         from gputriage.evidence.kube_target import resolve_target
 
-        overrides = parse_node_addresses(getattr(args, "node_address", None) or [])
-        config = load_config(getattr(args, "kubeconfig", None), getattr(args, "context", None))
-        namespace = getattr(args, "namespace", None) or config.namespace or "default"
-        timeout = float(getattr(args, "request_timeout", None) or 10.0)
+        config = load_config(cluster.kubeconfig, cluster.context)
+        namespace = cluster.namespace or config.namespace or DEFAULT_NAMESPACE
+        timeout = cluster.request_timeout
         client = KubeClient(config, timeout=timeout)
         try:
-            target = resolve_target(client, namespace, str(args.pod))
+            resolved = resolve_target(client, namespace, target)
         except BaseException:
             client.close()
             raise
-        source = KubeSource(client, target.namespace, target.pod,
-                            pod_evidence=target.pod_evidence,
-                            node_overrides=overrides,
-                            since=str(getattr(args, "since", None) or "2h"))
-        configured = node_source_from_args(args)
+        source = KubeSource(client, resolved.namespace, resolved.pod,
+                            pod_evidence=resolved.pod_evidence,
+                            node_overrides=node.node_addresses,
+                            since=node.since)
+        configured = node_source(node)
         node_sources: list[NodeSource] = [*([configured] if configured else []),
                                           KubeNodeLogSource(client)]
-        via = f" via {target.via}" if target.via else ""
+        via = f" via {resolved.via}" if resolved.via else ""
         # A node source connects (SSH, maybe through jump hosts) before it runs anything.
         return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout),
                    context=config.context,
-                   description=f"context {config.context} ({target.namespace}/{target.pod}{via})",
-                   notice=target.notice, namespace=target.namespace, pod=target.pod,
+                   description=f"context {config.context} "
+                               f"({resolved.namespace}/{resolved.pod}{via})",
+                   notice=resolved.notice, namespace=resolved.namespace, pod=resolved.pod,
                    closers=[*(s.close for s in node_sources), client.close])
 
     def keys(self) -> tuple[Key, ...]:

@@ -14,6 +14,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+# LineRef lives beside FactSet (the engine cites lines without importing evidence); it is
+# re-exported here for the sources that make citations.
+from gputriage.facts.lineref import MAX_CITE_CHARS as MAX_CITE_CHARS
+from gputriage.facts.lineref import LineRef as LineRef
+
 
 class Status(enum.StrEnum):
     """How collecting one piece of evidence went."""
@@ -106,36 +111,6 @@ DESCRIPTIONS: dict[Key, str] = {
     Key.DEV_NVIDIA: "device nodes (ls -l /dev/nvidia*)",
     Key.CONTAINERD_CONFIG: "containerd configuration",
 }
-
-
-#: Longest cited line kept in a LineRef; longer lines are cut (the line number still points
-#: at the whole line in the source).
-MAX_CITE_CHARS = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class LineRef:
-    """One cited line of evidence: where it came from and exactly what it said."""
-
-    key: str
-    source: str
-    line: int  # 1-based; 0 when the fact came from a structured field without a line
-    text: str
-
-    def __post_init__(self) -> None:
-        # A compact 40 MB JSON file is one line: a citation shows where, not the whole file.
-        # Redact the whole line before the cut, so a cut can never expose part of a secret.
-        if len(self.text) > MAX_CITE_CHARS:
-            from gputriage.textsafe import clean
-
-            object.__setattr__(self, "text", clean(self.text, MAX_CITE_CHARS))
-
-    def __str__(self) -> str:
-        where = f"{self.source}:{self.line}" if self.line else self.source
-        return f"{where}: {self.text}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "source": self.source, "line": self.line, "text": self.text}
 
 
 @dataclass(frozen=True)

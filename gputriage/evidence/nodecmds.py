@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from gputriage.evidence.bundle import decode
 from gputriage.evidence.model import Evidence, Key, Status
 from gputriage.evidence.sources import NodeQuery
+from gputriage.options import DEFAULT_SINCE
 
 #: Kernel lines worth transferring: driver, Xid/SXid, NVSwitch, bus drops, init and GSP failures.
 KERNEL_KEYWORDS: tuple[str, ...] = (
@@ -115,7 +116,7 @@ class NodeCommand:
 
 def journal_since(since: str) -> str:
     """``--since`` as journalctl wants it: ``2h`` -> ``-2h``; absolute times pass through."""
-    since = since.strip() or "2h"
+    since = since.strip() or DEFAULT_SINCE
     if _SINCE_RELATIVE.fullmatch(since):
         return "-" + since.replace(" ", "")
     return since

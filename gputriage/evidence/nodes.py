@@ -1,13 +1,13 @@
-"""Which node transport the command line asks for, and which address a node is reached at."""
+"""Which node transport the options ask for, and which address a node is reached at."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gputriage.errors import GputriageError
 from gputriage.evidence.sources import NodeSource
+from gputriage.options import NodeAccess
 
 #: Node address types in the order they are tried (as ``kubectl get node -o wide`` lists them).
 ADDRESS_PREFERENCE = ("InternalIP", "Hostname", "InternalDNS", "ExternalIP", "ExternalDNS")
@@ -45,26 +45,25 @@ def parse_node_addresses(values: Iterable[str]) -> dict[str, str]:
     return result
 
 
-def node_source_from_args(args: argparse.Namespace) -> NodeSource | None:
-    """The node transport the options ask for (``commands/options.py``), or None for none.
+def node_source(access: NodeAccess) -> NodeSource | None:
+    """The node transport ``access`` asks for, or None for none.
 
-    ``--local`` reads this machine (NVML plus local commands); otherwise SSH unless
-    ``--ssh off``. Nothing connects here: connections are made on the first ``collect``.
+    ``local`` reads this machine (NVML plus local commands); otherwise SSH unless ``ssh`` is
+    off. Nothing connects here: connections are made on the first ``collect``.
     """
-    sudo = bool(getattr(args, "sudo", False))
-    if getattr(args, "local", False):
+    if access.local:
         from gputriage.evidence.local import LocalNodeSource
 
-        return LocalNodeSource(sudo=sudo)
-    if getattr(args, "ssh", "auto") == "off":
+        return LocalNodeSource(sudo=access.sudo)
+    if not access.ssh:
         return None
     from gputriage.evidence.ssh import SshNodeSource, SshSettings
 
     return SshNodeSource(SshSettings(
-        config_path=getattr(args, "ssh_config", None),
-        user=getattr(args, "ssh_user", None),
-        overrides=parse_node_addresses(getattr(args, "node_address", None) or []),
-        known_hosts=getattr(args, "known_hosts", None),
-        accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
-        sudo=sudo,
+        config_path=access.ssh_config,
+        user=access.ssh_user,
+        overrides=dict(access.node_addresses),
+        known_hosts=access.known_hosts,
+        accept_new_host_key=access.accept_new_host_key,
+        sudo=access.sudo,
     ))

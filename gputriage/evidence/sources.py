@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gputriage.evidence.model import Evidence, Key
+from gputriage.options import DEFAULT_SINCE
 
 #: Evidence that only the node itself can provide.
 NODE_KEYS: tuple[Key, ...] = (
@@ -23,6 +24,10 @@ NODE_KEYS: tuple[Key, ...] = (
     Key.DEV_NVIDIA,
     Key.CONTAINERD_CONFIG,
 )
+#: What the API tells about a node without a pod (``gputriage node``), in the order a broker
+#: starts them.
+NODE_API_KEYS: tuple[Key, ...] = (Key.NODE, Key.NODE_EVENTS, Key.NODE_PODS,
+                                  Key.DEVICE_PLUGIN_LOG, Key.RUNTIME_CLASSES)
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class NodeQuery:
     namespace: str = ""
     pod: str = ""
     pod_uid: str = ""
-    since: str = "2h"  # journal/kernel window, journalctl --since syntax ("2h" -> "-2h")
+    since: str = DEFAULT_SINCE  # journal/kernel window, journalctl --since syntax ("2h" -> "-2h")
     max_bytes: int = 4 * 1024 * 1024  # per command, enforced on the node (head -c / tail -c)
 
 

@@ -50,8 +50,8 @@ _NO_DEVICES = frozenset({"", "void", "none"})
 
 def stack_component(meta: Mapping[str, Any], spec: Mapping[str, Any], owner_name: str) -> str:
     """The GPU-stack component a pod belongs to ('' when it is not one)."""
-    labels = meta.get("labels")
-    labels = labels if isinstance(labels, Mapping) else {}
+    raw_labels = meta.get("labels")
+    labels: Mapping[str, Any] = raw_labels if isinstance(raw_labels, Mapping) else {}
     haystack = [_text(c.get("image")) for c in _all_containers(spec)]
     haystack += [_text(labels.get(k)) for k in _LABEL_KEYS]
     haystack += [owner_name, _text(meta.get("name"))]

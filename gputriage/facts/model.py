@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputriage.evidence.model import DESCRIPTIONS, Evidence, EvidenceSet, Key, LineRef
+from gputriage.evidence.model import DESCRIPTIONS, Evidence, EvidenceSet, Key
+from gputriage.facts.lineref import LineRef as LineRef
 
 
 @dataclass(frozen=True)

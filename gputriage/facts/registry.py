@@ -1,52 +1,78 @@
-"""The ordered list of fact-group modules and the declared schema of every group.
+"""The fact groups, listed in one dict, and the declared schema of every group.
 
-Each module named in :data:`GROUP_MODULES` exposes ``SPEC: GroupSpec`` and
-``build(evidence, target, earlier) -> FactGroup``. Order matters: a builder may read groups
-built before it through ``earlier``.
+:func:`builders` names every group's module explicitly, in build order (as yamllint lists its
+rules): a reader or a tool follows the import; the import itself runs on first use, so modules
+that only need the schema names (``gputriage --help``) do not load the parsers. Each module
+exposes ``SPEC: GroupSpec`` and ``build(evidence, target, earlier) -> FactGroup``. Order
+matters: a builder may read groups built before it through ``earlier``.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Mapping
 from functools import cache
-from types import ModuleType
+from typing import Protocol
 
-from gputriage.facts.model import GroupSpec
+from gputriage.evidence.model import EvidenceSet
+from gputriage.facts.model import FactGroup, GroupSpec, Target
 
-GROUP_MODULES: tuple[str, ...] = (
-    "gputriage.facts.pod",
-    "gputriage.facts.events",
-    "gputriage.facts.owner_events",
-    "gputriage.facts.scheduler",
-    "gputriage.facts.node",
-    "gputriage.facts.cluster",
-    "gputriage.facts.quota",
-    "gputriage.facts.dra",
-    "gputriage.facts.kernel",
-    "gputriage.facts.gpus",
-    "gputriage.facts.host",
-    "gputriage.facts.device_plugin",
-    "gputriage.facts.kubelet",
-    "gputriage.facts.container_log",
-)
+
+class GroupBuilder(Protocol):
+    """What a fact-group module provides (the module itself satisfies this)."""
+
+    SPEC: GroupSpec
+
+    def build(self, evidence: EvidenceSet, target: Target,
+              earlier: Mapping[str, FactGroup]) -> FactGroup: ...
 
 
 @cache
-def modules() -> tuple[ModuleType, ...]:
-    found = []
-    for name in GROUP_MODULES:
-        try:
-            found.append(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name != name:  # a real import error inside the module: surface it
-                raise
-    return tuple(found)
+def builders() -> dict[str, GroupBuilder]:
+    """Every fact group by name, in the order they are built (earlier groups first)."""
+    from gputriage.facts import (
+        cluster,
+        container_log,
+        device_plugin,
+        dra,
+        events,
+        gpus,
+        host,
+        kernel,
+        kubelet,
+        node,
+        owner_events,
+        pod,
+        quota,
+        scheduler,
+    )
+
+    return {
+        "pod": pod,
+        "events": events,
+        "owner_events": owner_events,
+        "scheduler": scheduler,
+        "node": node,
+        "cluster": cluster,
+        "quota": quota,
+        "dra": dra,
+        "kernel": kernel,
+        "gpus": gpus,
+        "host": host,
+        "device_plugin": device_plugin,
+        "kubelet": kubelet,
+        "container_log": container_log,
+    }
+
+
+def modules() -> tuple[GroupBuilder, ...]:
+    """The group modules in build order."""
+    return tuple(builders().values())
 
 
 @cache
 def specs() -> dict[str, GroupSpec]:
     """Every declared fact group by name."""
-    return {m.SPEC.name: m.SPEC for m in modules()}
+    return {name: b.SPEC for name, b in builders().items()}
 
 
 def known_paths() -> set[str]:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gputriage.evidence.model import LineRef
+from gputriage.facts.lineref import LineRef
 from gputriage.facts.model import FactSet
 from gputriage.playbook.conditions import Budget, Condition, Evaluation, Truth, new_context
 from gputriage.playbook.fix_render import render_command

@@ -455,7 +455,8 @@ _PATTERN_WORDS: dict[str, Callable[[str], str]] = {
 
 
 def _pattern_message(key: str, value: str) -> str:
-    return _PATTERN_WORDS.get(key, lambda v: f"'{key}' has an invalid value '{v}'")(value)
+    words = _PATTERN_WORDS.get(key)
+    return words(value) if words else f"'{key}' has an invalid value '{value}'"
 
 
 def _list(value: Any) -> list[Any]:

@@ -15,7 +15,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputriage.evidence.model import LineRef
+from gputriage.facts.lineref import LineRef
 
 
 class Outcome(enum.StrEnum):

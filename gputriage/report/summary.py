@@ -93,7 +93,8 @@ def build_summary(
         "warnings": list(transcript.warnings),
     }
     summary["unreadable"] = [s for s in summary["sources"] if s["status"] != Status.OK.value]
-    return _clean(summary)
+    cleaned: dict[str, Any] = _clean(summary)
+    return cleaned
 
 
 def _verdict(tr: Transcript) -> dict[str, Any]:

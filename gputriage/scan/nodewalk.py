@@ -3,9 +3,10 @@
 * Evidence: the node's keys only (node object and events, pods on the node, device-plugin log,
   RuntimeClasses, and what the node itself says: kernel log, nvidia-smi, modules...). No pod:
   fact groups about the pod are unknown; :func:`node_facts` names the node as the target.
-* Entry: the ``lost-card`` playbook when the facts show a sign of a lost or failing GPU
-  (:func:`lost_card_signals`), else ``node-onboarding`` (driver modules, toolkit,
-  runtimeClass, labels, taints); the walk never starts at the pod router.
+* Entry: by playbook routes, as for a pod walk: ``lost-card`` routes a pod-less walk whose
+  facts show a sign of a lost or failing GPU, ``node-onboarding`` (driver modules, toolkit,
+  runtimeClass, labels, taints) one that shows none (``playbooks/lost-card.yaml``,
+  ``playbooks/node-onboarding.yaml``).
 * A node bundle is a directory like a pod bundle without ``pod.json``: ``node.json`` is the
   one required file (``gputriage node NODE --from DIR``).
 * :func:`blamed_node`: from a pod walk, the node its finding blames (``lost.*`` / ``node.*``
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,23 +32,14 @@ from gputriage.evidence.model import (
     Key,
     Status,
 )
-from gputriage.evidence.sources import NODE_KEYS
+from gputriage.evidence.sources import NODE_API_KEYS, NODE_KEYS
 from gputriage.facts.model import FactSet
 from gputriage.playbook.transcript import Transcript
 
-LOST_CARD = "lost-card"
-ONBOARDING = "node-onboarding"
-
-#: What the API tells about a node without a pod, in the order a broker starts them.
-NODE_API_KEYS: tuple[Key, ...] = (Key.NODE, Key.NODE_EVENTS, Key.NODE_PODS,
-                                  Key.DEVICE_PLUGIN_LOG, Key.RUNTIME_CLASSES)
 #: Every key of a node walk.
 NODE_WALK_KEYS: tuple[Key, ...] = (*NODE_API_KEYS, *NODE_KEYS)
 #: Finding families that put the blame on the node rather than on the pod.
 NODE_FAMILIES = ("lost.", "node.")
-
-#: ``(facts, answers, overrides) -> Transcript``, the shape the TUI's walker has.
-NodeWalker = Callable[[FactSet, Mapping[str, str], Mapping[str, str]], Transcript]
 
 
 def node_facts(evidence: EvidenceSet) -> FactSet:
@@ -61,72 +53,6 @@ def node_facts(evidence: EvidenceSet) -> FactSet:
     facts = build_facts(evidence)
     return replace(facts, target=Target(node=node_name(evidence))) if not facts.target.pod \
         else facts
-
-
-def lost_card_signals(facts: FactSet) -> list[str]:
-    """Words for every sign of a lost or failing GPU the facts show (empty: none seen)."""
-    def group(name: str) -> Mapping[str, Any]:
-        g = facts.groups.get(name)
-        return g.values if g is not None and g.known else {}
-
-    kernel, gpus, plugin, node = (group(n) for n in ("kernel", "gpus", "device_plugin", "node"))
-    signs = []
-    if kernel.get("fallen_off_bus"):
-        signs.append("a GPU fell off the bus (kernel log)")
-    if kernel.get("hardware_xids"):
-        signs.append(f"hardware Xids {kernel.get('xid_codes', [])} in the kernel log")
-    if kernel.get("rm_init_adapter_failed"):
-        signs.append("the driver failed to initialise a GPU (RmInitAdapter)")
-    if kernel.get("gsp_timeout"):
-        signs.append("GSP firmware timeouts in the kernel log")
-    if kernel.get("sxid_fatal"):
-        signs.append("fatal NVSwitch SXid errors")
-    if gpus.get("gpu_lost") or gpus.get("missing_gpus", 0) > 0:
-        signs.append("nvidia-smi cannot reach every GPU")
-    for flag, words in (("any_dbe", "uncorrectable ECC errors"),
-                        ("any_remap_failure", "row remapping failed"),
-                        ("any_reset_required", "a GPU needs a reset")):
-        if gpus.get(flag):
-            signs.append(f"nvidia-smi: {words}")
-    if plugin.get("unhealthy_devices"):
-        signs.append("the device plugin marked devices unhealthy")
-    if node.get("capacity_gt_allocatable"):
-        signs.append(f"allocatable below capacity for {node['capacity_gt_allocatable']}")
-    count, capacity = node.get("gpu_count_label", 0), node.get("capacity") or {}
-    advertised = capacity.get("nvidia.com/gpu", 0)
-    if count and 0 < advertised < count and node.get("mig_strategy") != "mixed" and not (
-            node.get("gpu_replicas")):
-        signs.append(f"advertises {advertised} of the {count} GPUs its labels count")
-    return signs
-
-
-def choose_entry(facts: FactSet, loaded: Callable[[str], bool]) -> tuple[str, str]:
-    """(playbook to start at, why): ``lost-card`` on any lost-card sign, else onboarding.
-
-    ``loaded`` tells whether a playbook id is loaded; a missing preferred playbook falls back
-    to the other one (the engine then names anything still missing).
-    """
-    signs = lost_card_signals(facts)
-    if signs:
-        preferred, other, why = LOST_CARD, ONBOARDING, "lost-card signs: " + "; ".join(signs)
-    else:
-        preferred, other, why = (ONBOARDING, LOST_CARD,
-                                 "no sign of a lost GPU: checking how the node was set up")
-    if loaded(preferred) or not loaded(other):
-        return preferred, why
-    return other, f"{preferred} is not loaded ({why})"
-
-
-def node_walker(playbooks: Any) -> NodeWalker:
-    """The engine over ``playbooks`` (a PlaybookSet), entering at :func:`choose_entry`."""
-    from gputriage.playbook.engine import walk
-
-    def run(facts: FactSet, answers: Mapping[str, str],
-            overrides: Mapping[str, str]) -> Transcript:
-        entry, _ = choose_entry(facts, lambda pid: playbooks.get(pid) is not None)
-        return walk(playbooks, facts, answers, overrides, entry=entry)
-
-    return run
 
 
 def blamed_node(facts: FactSet | None, transcript: Transcript | None) -> str:

@@ -62,14 +62,16 @@ MAX_PROBLEMS_SHOWN = 3
 WalkerFactory = Callable[[], tuple[Walker, tuple[str, ...]]]
 
 
-def playbook_walker(extra_dirs: Sequence[Path] = ()) -> tuple[Walker, tuple[str, ...]]:
-    """The real engine over the shipped playbooks plus ``extra_dirs`` (run in a thread)."""
+def playbook_walker(extra_dirs: Sequence[Path] = (),
+                    entry: str | None = None) -> tuple[Walker, tuple[str, ...]]:
+    """The real engine over the shipped playbooks plus ``extra_dirs`` (run in a thread),
+    entering at ``entry`` (None: the playbooks' routes choose)."""
     from gputriage.playbook.engine import walk
     from gputriage.playbook.loader import load_playbooks
 
     playbooks = load_playbooks(list(extra_dirs))
     problems = tuple(str(p) for p in playbooks.problems)
-    return partial(walk, playbooks), problems
+    return partial(walk, playbooks, entry=entry), problems
 
 
 class TriageApp(App[int]):
@@ -83,6 +85,8 @@ class TriageApp(App[int]):
         *,
         walker_factory: WalkerFactory | None = None,
         playbook_dirs: Sequence[Path] = (),
+        facts_builder: Callable[[EvidenceSet], FactSet] | None = None,
+        entry: str | None = None,
         notes_path: Path | None = None,
         extra_notes_file: Path | None = None,
         export_dir: Path | None = None,
@@ -90,7 +94,10 @@ class TriageApp(App[int]):
     ) -> None:
         super().__init__()
         self.session = session
-        self.walker_factory = walker_factory or partial(playbook_walker, tuple(playbook_dirs))
+        self.walker_factory = walker_factory or partial(playbook_walker, tuple(playbook_dirs),
+                                                        entry)
+        #: Evidence -> facts (a node walk names the node as its target); None: build_facts.
+        self.facts_builder = facts_builder
         self.notes_path = notes_path
         self.extra_notes_file = extra_notes_file  # --notes FILE: read-only, exported too
         self.export_dir = export_dir or Path.cwd()
@@ -214,8 +221,9 @@ class TriageApp(App[int]):
     def _rebuild(self) -> None:
         from gputriage.facts.build import build_facts
 
+        builder = self.facts_builder or build_facts
         self._rebuild_scheduled = False
-        self.facts = build_facts(self.evidence)
+        self.facts = builder(self.evidence)
         if self.walker is not None:
             self.walk_status = ""
         self._rewalk()

@@ -1,4 +1,4 @@
-"""Entry points from the command line into the TUI.
+"""Entry points from the command line into the TUI: the one TUI runner of every walk.
 
 Imports only Textual and the app module on the way to the first paint; the session's heavy
 clients (kubernetes, paramiko) and the playbook engine (cel) load later, in workers.
@@ -6,39 +6,37 @@ clients (kubernetes, paramiko) and the playbook engine (cel) load later, in work
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-from gputriage.session import Session
+from gputriage.options import TriageOptions
+from gputriage.pipeline import Triage, node_after
 
 
-def run_tui(args: argparse.Namespace) -> int:
-    """``gputriage <pod>`` (and ``--from DIR``) in the TUI."""
-    from gputriage.session import open_session
+def run_triage(triage: Triage, options: TriageOptions) -> int:
+    """The triage TUI on ``triage`` (a pod, a workload's pod or a node).
 
-    return run_app(open_session(args), args)
-
-
-def run_app(session: Session, args: argparse.Namespace) -> int:
+    When the SRE asks to "triage node" on a verdict that blames the node, the node's walk
+    follows in a new app, from the same bundle when this walk replayed one.
+    """
     from gputriage.tui.app import TriageApp
 
-    app = TriageApp(
-        session,
-        playbook_dirs=[Path(p) for p in getattr(args, "playbooks", None) or []],
-        export_dir=Path(getattr(args, "export_dir", None) or "."),
-        extra_notes_file=Path(args.notes) if getattr(args, "notes", None) else None,
-    )
+    session = triage.open_session()
     try:
+        app = TriageApp(
+            session,
+            playbook_dirs=options.walk.playbook_dirs,
+            facts_builder=triage.build_facts,
+            entry=triage.entry,
+            notes_path=triage.notes_path(session.context),
+            export_dir=options.tui.export_dir,
+            extra_notes_file=options.walk.notes_file,
+        )
         app.run()
     finally:
         # Live sessions hold SSH connections and an API client; bundles hold nothing.
         close = getattr(session, "close", None)
         if callable(close):
             close()
-    if app.next_node:  # "triage node" on a verdict that blames the node
-        from gputriage.commands.node import run_node_after
-
-        return run_node_after(session, args, app.next_node)
+    if app.next_node:
+        return run_triage(node_after(session, app.next_node, options), options)
     return app.return_code or 0
 
 

@@ -12,9 +12,7 @@ triage of that pod or node, and shows the scan again (without rescanning) when i
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from gputriage.textsafe import clean_line
 
 if TYPE_CHECKING:
     from gputriage.evidence.kube_client import KubeClient
+    from gputriage.options import TriageOptions
 
 #: (column key, title) of the table; SORTS orders rows by a column (a Row and the clock in).
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -328,7 +327,7 @@ class ScanApp(App[Selection | None]):
         self.notify("Listing every node and pod again.", title="rescan")
 
 
-def run_scan_tui(client: KubeClient, scope: Scope, args: argparse.Namespace) -> int:
+def run_scan_tui(client: KubeClient, scope: Scope, options: TriageOptions) -> int:
     """The scan, then the triage of each row the SRE picks, then back to the scan."""
     fleet: Fleet | None = None
     listings: tuple[Listing, ...] = ()
@@ -343,22 +342,21 @@ def run_scan_tui(client: KubeClient, scope: Scope, args: argparse.Namespace) -> 
             fleet, listings = app.fleet, app.listings
         notice = ""
         try:
-            triage(selection, args)
+            triage(selection, options)
         except GputriageError as exc:
             notice = str(exc)
 
 
-def triage(selection: Selection, args: argparse.Namespace) -> int:
+def triage(selection: Selection, options: TriageOptions) -> int:
     """Run the triage TUI of a pod (``gputriage POD -n NS``) or node (``gputriage node``)."""
-    chosen = copy.copy(args)
+    from dataclasses import replace
+
+    from gputriage.pipeline import node_triage, pod_triage
+    from gputriage.tui.launch import run_triage
+
     if selection.kind == NODE:
-        from gputriage.commands.node import run_node_tui
-
-        chosen.node = selection.name
-        chosen.from_bundle = None
-        return run_node_tui(chosen)
-    from gputriage.tui.launch import run_tui
-
-    chosen.pod, chosen.namespace, chosen.from_bundle = (selection.name, selection.namespace,
-                                                        None)
-    return run_tui(chosen)
+        live = replace(options, bundle=None)
+        return run_triage(node_triage(selection.name, live), live)
+    live = replace(options, bundle=None,
+                   cluster=replace(options.cluster, namespace=selection.namespace))
+    return run_triage(pod_triage(selection.name, live), live)

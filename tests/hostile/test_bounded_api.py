@@ -23,7 +23,7 @@ import pytest
 from gputriage.evidence.kube_client import KubeClient, load_config
 from gputriage.evidence.kube_errors import failure_status
 from gputriage.evidence.model import Status
-from gputriage.headless import EXIT_FINDING, EXIT_UNDETERMINED, EXIT_WAITING
+from gputriage.pipeline import EXIT_FINDING, EXIT_UNDETERMINED, EXIT_WAITING
 from tests.conftest import ROOT
 from tests.kubeapi import KubeAPI
 from tests.kubeapi.cluster import gpu_cluster

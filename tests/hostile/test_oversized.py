@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,6 @@ from gputriage.parsers.kernel import parse_text
 from gputriage.parsers.nvidia_smi import parse_nvidia_smi
 from gputriage.parsers.scheduler import parse_scheduler_message
 from gputriage.scenarios import scenario_path
-from tests.conftest import require_tool
 from tests.hostile.bounded import run_bounded
 from tests.hostile.seeds import DESCRIBE, SCHEDULER, seeds
 from tests.kubeapi import KubeAPI
@@ -113,13 +111,6 @@ def test_oversized_fields_and_lines(tmp_path: Path) -> None:
     assert outcome.max_rss_mib < 1024, outcome.describe()
     seen = json.loads(outcome.stdout.strip().splitlines()[-1])
     assert seen["pod"][0] == "ok" and seen["events"][0] == "ok" and seen["dmesg"][0] == "ok"
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
 
 
 NODE_CHILD = r"""

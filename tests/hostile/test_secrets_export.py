@@ -16,7 +16,7 @@ import pytest
 from gputriage.cli import main
 from gputriage.evidence.bundle import read_bundle
 from gputriage.facts.build import build_facts
-from gputriage.headless import EXIT_FINDING, EXIT_UNDETERMINED, EXIT_WAITING
+from gputriage.pipeline import EXIT_FINDING, EXIT_UNDETERMINED, EXIT_WAITING
 from gputriage.playbook.engine import walk
 from gputriage.playbook.loader import load_playbooks
 from gputriage.report.render import render

@@ -25,12 +25,11 @@ from urllib.parse import quote
 import pytest
 
 from gputriage.cli import build_parser
-from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import Key, Status
 from gputriage.evidence.sources import NODE_KEYS
-from tests.conftest import require_tool
 from tests.kubeapi import KubeAPI
 from tests.kubeapi.cluster import container, event, gpu_cluster, gpu_node, namespace, pod, running
+from tests.live import open_live
 from tests.sshd import KUBELET_LOG, SshLab
 
 pytestmark = pytest.mark.integration
@@ -43,14 +42,6 @@ CONTAINER = "main|cd;touch c-ctr"
 UID = "6b1f0a6e'$(cd;touch c-uid)'"
 SINCE = "2h' ; cd ; touch c-since ; '"
 HOSTILE = {"ns": NS, "pod": POD, "node": NODE, "uid": UID, "since": SINCE}
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    require_tool("ssh-keygen")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
 
 
 @pytest.fixture
@@ -84,7 +75,7 @@ def triage_args(api: KubeAPI, lab: SshLab, tmp: Path, *extra: str) -> argparse.N
 
 
 def collect(args: argparse.Namespace) -> dict[Key, Any]:
-    session = LiveSession.from_args(args)
+    session = open_live(args)
     try:
         return dict(session.collect_all())
     finally:

@@ -13,11 +13,11 @@ import pytest
 from gputriage.cli import main
 from gputriage.evidence.bundle import read_bundle
 from gputriage.evidence.collect import bundle_name, write_bundle
-from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, Status
 from gputriage.facts.build import build_facts
 from tests.integration.conftest import node_overrides
 from tests.kubeapi import KubeAPI
+from tests.live import open_live
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def test_replayed_bundle_gives_the_same_evidence_and_facts(kube_api: KubeAPI,
     args = build_parser().parse_args(["triage", "deploy/llm-serve", "--kubeconfig",
                                       str(kubeconfig), "--ssh", "off",
                                       *node_overrides(kube_api.cluster)])
-    session = LiveSession.from_args(args)
+    session = open_live(args)
     live = session.collect_all()
     session.close()
     write_bundle(live, tmp_path / "b", meta={"context": session.context})

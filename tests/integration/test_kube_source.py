@@ -24,6 +24,7 @@ from gputriage.evidence.sources import NODE_KEYS, NodeQuery
 from tests.conftest import require_tool
 from tests.kubeapi import Cluster, KubeAPI
 from tests.kubeapi import cluster as c
+from tests.live import open_live
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ Args = Callable[..., argparse.Namespace]
 
 
 def collect(live_args: Args, *argv: str) -> tuple[LiveSession, EvidenceSet]:
-    session = LiveSession.from_args(live_args(*argv))
+    session = open_live(live_args(*argv))
     try:
         return session, session.collect_all()
     finally:
@@ -197,7 +198,7 @@ def test_dra_not_served_and_served_as_v1(tmp_path: Path) -> None:
             config = api.write_kubeconfig(tmp_path / f"kc-{version}")
             args = build_parser().parse_args(["triage", "trainer-0", "--kubeconfig",
                                               str(config), "--ssh", "off"])
-            session = LiveSession.from_args(args)
+            session = open_live(args)
             ev = session.collect_all()
             session.close()
             for key in (Key.RESOURCE_CLAIMS, Key.RESOURCE_SLICES, Key.DEVICE_CLASSES):
@@ -216,7 +217,7 @@ def test_nodes_are_listed_page_by_page(tmp_path: Path) -> None:
     cl = c.gpu_cluster().add(*c.many_nodes(1200))
     with KubeAPI(cl) as api:
         config = api.write_kubeconfig(tmp_path / "kc")
-        session = LiveSession.from_args(build_parser().parse_args(
+        session = open_live(build_parser().parse_args(
             ["triage", "trainer-0", "--kubeconfig", str(config), "--ssh", "off",
              "--node-address", "gpu-node-1=127.0.0.1"]))
         ev = session.collect_all()
@@ -229,7 +230,7 @@ def test_nodes_are_listed_page_by_page(tmp_path: Path) -> None:
 
         api.clear_requests()
         api.expire_continue_tokens(1)  # compaction between two pages: start the list over
-        session = LiveSession.from_args(build_parser().parse_args(
+        session = open_live(build_parser().parse_args(
             ["triage", "trainer-0", "--kubeconfig", str(config), "--ssh", "off",
              "--node-address", "gpu-node-1=127.0.0.1"]))
         ev = session.collect_all()
@@ -299,7 +300,7 @@ def test_stream_yields_the_resolved_pod_first_without_reading_it_again(
         kube_api: KubeAPI, live_args: Args) -> None:
     import asyncio
 
-    session = LiveSession.from_args(live_args("trainer-0"))
+    session = open_live(live_args("trainer-0"))
     kube_api.clear_requests()
 
     async def first_two() -> list[Evidence]:
@@ -351,7 +352,7 @@ def test_a_pod_answer_that_is_not_a_pod_stops_before_the_walk(kube_api: KubeAPI,
 
     kube_api.fail(r"/pods/trainer-0$", 200, json.dumps({"kind": "Status", "code": 200}))
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(live_args("trainer-0"))
+        open_live(live_args("trainer-0"))
     assert info.value.title == "API server error"
     assert "with something that is not a pod" in info.value.message
     assert "expected kind Pod, got 'Status'" in info.value.message

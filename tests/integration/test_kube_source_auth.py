@@ -18,11 +18,11 @@ import yaml
 from gputriage.cli import build_parser
 from gputriage.errors import GputriageError
 from gputriage.evidence import kube_client
-from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import Key, Status
 from tests.integration.conftest import RBAC_FILE, node_overrides
 from tests.kubeapi import Cluster, KubeAPI, KubeContext
 from tests.kubeapi.rbac import load_rbac_rules
+from tests.live import open_live
 
 pytestmark = pytest.mark.integration
 
@@ -40,15 +40,15 @@ def test_contexts_namespaces_and_kubeconfig_env(kube_api: KubeAPI, tmp_path: Pat
     second = kube_api.write_kubeconfig(tmp_path / "b", [KubeContext("dev", namespace="ml-dev")],
                                        current="dev")
     monkeypatch.setenv("KUBECONFIG", f"{first}:{second}")
-    session = LiveSession.from_args(args_for("trainer-0"))  # current-context of the first file
+    session = open_live(args_for("trainer-0"))  # current-context of the first file
     session.close()
     assert session.description == "context prod (ml/trainer-0)"
-    session = LiveSession.from_args(args_for("trainer-0", "--context", "dev"))
+    session = open_live(args_for("trainer-0", "--context", "dev"))
     ev = session.collect_all()
     session.close()
     assert (session.context, session.namespace) == ("dev", "ml-dev")
     assert ev[Key.POD].data["status"]["phase"] == "Pending"
-    session = LiveSession.from_args(args_for("trainer-0", "--context", "dev", "-n", "ml"))
+    session = open_live(args_for("trainer-0", "--context", "dev", "-n", "ml"))
     session.close()
     assert session.namespace == "ml"  # -n wins over the context's namespace
 
@@ -56,14 +56,14 @@ def test_contexts_namespaces_and_kubeconfig_env(kube_api: KubeAPI, tmp_path: Pat
 def test_bad_context_and_missing_kubeconfig(kubeconfig: Path, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(kubeconfig),
+        open_live(args_for("trainer-0", "--kubeconfig", str(kubeconfig),
                                        "--context", "tset"))
     assert info.value.title == "bad context"
     assert "(available: test). Did you mean test?" in info.value.message
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0"))
+        open_live(args_for("trainer-0"))
     assert info.value.title == "no kubeconfig"
     assert str(tmp_path / "nowhere") in info.value.message
 
@@ -79,7 +79,7 @@ def test_in_cluster_service_account(kube_api: KubeAPI, tmp_path: Path,
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(kube_api.port))
-    session = LiveSession.from_args(args_for("trainer-0", cluster=kube_api.cluster))
+    session = open_live(args_for("trainer-0", cluster=kube_api.cluster))
     ev = session.collect_all()
     session.close()
     assert session.description == "context in-cluster (ml/trainer-0)"
@@ -107,7 +107,7 @@ def test_exec_credential_plugin_refreshes_tokens(kube_api: KubeAPI, tmp_path: Pa
         """))
     config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext(
         "sso", namespace="ml", exec_command=(sys.executable, str(plugin)))])
-    session = LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(config),
+    session = open_live(args_for("trainer-0", "--kubeconfig", str(config),
                                              cluster=kube_api.cluster))
     ev = session.collect_all()
     session.close()
@@ -132,7 +132,7 @@ def test_oidc_auth_provider_token(kube_api: KubeAPI, tmp_path: Path) -> None:
     data["users"][0]["user"] = {"auth-provider": {"name": "oidc", "config": {
         "id-token": id_token, "idp-issuer-url": "https://sso.example", "client-id": "k8s"}}}
     config.write_text(json.dumps(data))
-    session = LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(config),
+    session = open_live(args_for("trainer-0", "--kubeconfig", str(config),
                                              cluster=kube_api.cluster))
     ev = session.collect_all()
     session.close()
@@ -147,7 +147,7 @@ def test_a_failing_credential_plugin_is_named(kube_api: KubeAPI, tmp_path: Path)
     config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext(
         "sso", namespace="ml", exec_command=(sys.executable, str(plugin)))])
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(config)))
+        open_live(args_for("trainer-0", "--kubeconfig", str(config)))
     assert info.value.title == "permission denied"
     assert "401 Unauthorized" in info.value.message
     assert "the credential plugin reported: exec: process returned 3" in info.value.message
@@ -160,12 +160,12 @@ def test_unauthorized_and_forbidden_pod(kube_api: KubeAPI, tmp_path: Path) -> No
         KubeContext("bad", token="stolen", namespace="ml"),
         KubeContext("nobody", token=nobody, namespace="ml")])
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(config)))
+        open_live(args_for("trainer-0", "--kubeconfig", str(config)))
     assert info.value.title == "permission denied"
     assert info.value.message.startswith("cannot read pod ml/trainer-0: the API server refused "
                                          "our credentials (401 Unauthorized)")
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(config), "--context",
+        open_live(args_for("trainer-0", "--kubeconfig", str(config), "--context",
                                        "nobody"))
     assert info.value.message.startswith(
         "cannot read pod ml/trainer-0: needs `get` on `pods` in namespace ml: add it to the "
@@ -177,7 +177,7 @@ def test_unreachable_timeout_and_wrong_ca(kube_api: KubeAPI, tmp_path: Path) -> 
     kube_api.delay(r"/pods/trainer-0$", 2.0)
     config = kube_api.write_kubeconfig(tmp_path / "kc")
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(config),
+        open_live(args_for("trainer-0", "--kubeconfig", str(config),
                                        "--request-timeout", "0.3"))
     assert info.value.title == "API server timeout"
     assert "did not answer within 0.3 s (GET /api/v1/namespaces/ml/pods/trainer-0)" in \
@@ -185,7 +185,7 @@ def test_unreachable_timeout_and_wrong_ca(kube_api: KubeAPI, tmp_path: Path) -> 
     with KubeAPI(Cluster()) as closed:
         dead = closed.write_kubeconfig(tmp_path / "dead")
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(dead)))
+        open_live(args_for("trainer-0", "--kubeconfig", str(dead)))
     assert info.value.title == "API server error"
     assert "cannot reach the API server: connection refused" in info.value.message
     other_ca = yaml.safe_load(config.read_text())
@@ -195,7 +195,7 @@ def test_unreachable_timeout_and_wrong_ca(kube_api: KubeAPI, tmp_path: Path) -> 
             ["clusters"][0]["cluster"]["certificate-authority-data"])
     (tmp_path / "wrong-ca").write_text(yaml.safe_dump(other_ca))
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(tmp_path / "wrong-ca")))
+        open_live(args_for("trainer-0", "--kubeconfig", str(tmp_path / "wrong-ca")))
     assert "TLS certificate verification failed" in info.value.message
 
 
@@ -204,7 +204,7 @@ def test_namespace_scoped_user_gets_named_gaps(kube_api: KubeAPI, tmp_path: Path
         {"apiGroups": [""], "resources": ["pods", "pods/log", "resourcequotas"],
          "verbs": ["get", "list"]}])
     config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext("t", token, "ml")])
-    session = LiveSession.from_args(args_for("trainer-0", "--kubeconfig", str(config),
+    session = open_live(args_for("trainer-0", "--kubeconfig", str(config),
                                              cluster=kube_api.cluster))
     ev = session.collect_all()
     session.close()
@@ -251,7 +251,7 @@ def test_rbac_yaml_grants_everything_gputriage_reads(kube_api: KubeAPI, tmp_path
     config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext("t", token, "ml")])
     forbidden: list[str] = []
     for target in ("trainer-0", "deploy/llm-serve", "job/finetune"):
-        session = LiveSession.from_args(args_for(target, "--kubeconfig", str(config),
+        session = open_live(args_for(target, "--kubeconfig", str(config),
                                                  cluster=kube_api.cluster))
         ev = session.collect_all()
         session.close()
@@ -259,7 +259,7 @@ def test_rbac_yaml_grants_everything_gputriage_reads(kube_api: KubeAPI, tmp_path
                       if e.status is Status.FORBIDDEN]
     for broken in ("trainer-1", "deploy/quota-demo", "deploy/llm-srve"):
         with pytest.raises(GputriageError) as info:
-            LiveSession.from_args(args_for(broken, "--kubeconfig", str(config)))
+            open_live(args_for(broken, "--kubeconfig", str(config)))
         assert info.value.title != "permission denied"
     denied = sorted({r.path for r in kube_api.requests if r.status == 403})
     if len(roles) == 2:

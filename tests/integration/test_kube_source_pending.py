@@ -13,12 +13,12 @@ import pytest
 from gputriage.evidence.bundle import read_bundle
 from gputriage.evidence.collect import write_bundle
 from gputriage.evidence.kube import ACTIVE_PODS, GPU_PODS_SCOPE
-from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import EvidenceSet, Key
 from gputriage.facts.build import build_facts
 from tests.integration.conftest import node_overrides
 from tests.kubeapi import Cluster, KubeAPI
 from tests.kubeapi import cluster as c
+from tests.live import open_live
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ PODS_SHOWN = f"GET /api/v1/pods?fieldSelector={ACTIVE_PODS}"
 
 
 def collect(args: argparse.Namespace) -> EvidenceSet:
-    session = LiveSession.from_args(args)
+    session = open_live(args)
     try:
         return session.collect_all()
     finally:

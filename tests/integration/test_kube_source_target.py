@@ -15,6 +15,7 @@ from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import Key
 from tests.kubeapi import Cluster, KubeAPI
 from tests.kubeapi import cluster as c
+from tests.live import open_live
 
 pytestmark = pytest.mark.integration
 
@@ -22,14 +23,14 @@ Args = Callable[..., argparse.Namespace]
 
 
 def resolve(live_args: Args, *argv: str) -> LiveSession:
-    session = LiveSession.from_args(live_args(*argv))
+    session = open_live(live_args(*argv))
     session.close()
     return session
 
 
 def failure(live_args: Args, *argv: str) -> GputriageError:
     with pytest.raises(GputriageError) as info:
-        LiveSession.from_args(live_args(*argv))
+        open_live(live_args(*argv))
     return info.value
 
 
@@ -135,7 +136,7 @@ def test_corpus_quota_case_surfaces_the_real_rejection(corpus_dir: Path, tmp_pat
                                           "inference", "--kubeconfig", str(config), "--ssh",
                                           "off"])
         with pytest.raises(GputriageError) as info:
-            LiveSession.from_args(args)
+            open_live(args)
     reported = info.value.message.splitlines()[2:]
     assert len(reported) == 2  # two FailedCreate events, newest first, each once
     for e in case["events"]:
@@ -161,7 +162,7 @@ def test_corpus_device_plugin_xid_lines_reach_the_evidence(corpus_dir: Path,
         args = build_parser().parse_args(["triage", "victim", "-n", "default", "--kubeconfig",
                                           str(config), "--ssh", "off",
                                           "--node-address", "gpu-a=127.0.0.1"])
-        session = LiveSession.from_args(args)
+        session = open_live(args)
         ev = session.collect_all()
         session.close()
     log = ev[Key.DEVICE_PLUGIN_LOG]

@@ -3,10 +3,8 @@ and a real sshd acting as that node (tests/sshd.py), and from a node bundle."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import socket
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -15,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from gputriage.cli import main
-from gputriage.commands import node as node_command
-from gputriage.commands.node import tui_walker
+from gputriage.options import TriageOptions
+from gputriage.pipeline import node_after, node_triage
 from gputriage.scan.nodewalk import NodeBundleSession
 from gputriage.session import BundleSession
 from gputriage.tui.app import TriageApp, playbook_walker
-from tests.conftest import require_tool
+from gputriage.tui.launch import run_triage
 from tests.kubeapi import KubeAPI
 from tests.kubeapi.generate import LOST_NODE, generate
 from tests.sshd import SshLab
@@ -32,34 +30,11 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "gputriage" / "scenarios"
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    require_tool("ssh-keygen")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
-
-
-@pytest.fixture
 def api() -> Iterator[KubeAPI]:
     cluster, _ = generate(60, 300, seed=5, now=time.time())
     with KubeAPI(cluster) as api:
         yield api
         assert not api.mutations()
-
-
-@pytest.fixture
-def dials(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every TCP connection paramiko opens; anything but 127.0.0.1 fails the test."""
-    seen: list[tuple[str, int]] = []
-    real = socket.create_connection
-
-    def guarded(address: tuple[str, int], *args: object, **kw: object) -> socket.socket:
-        seen.append((address[0], int(address[1])))
-        assert address[0] == "127.0.0.1", f"a test tried to dial {address}"
-        return real(address, *args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(socket, "create_connection", guarded)
-    return seen
 
 
 def test_live_node_walk_over_the_api_and_ssh(api: KubeAPI, lab: SshLab, tmp_path: Path,
@@ -144,13 +119,18 @@ def test_node_bundle_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 async def test_node_walk_in_the_triage_tui(tmp_path: Path) -> None:
     session = NodeBundleSession(node_bundle(tmp_path), "gpu-h100-07")
-    app = TriageApp(session, walker_factory=partial(tui_walker, ()),
+    triage = node_triage("gpu-h100-07", TriageOptions())
+    app = TriageApp(session, walker_factory=partial(playbook_walker, (), triage.entry),
+                    facts_builder=triage.build_facts,
                     notes_path=tmp_path / "notes.json", export_dir=tmp_path / "out")
     async with app.run_test(size=(140, 45)) as pilot:
         await settle(pilot, app)
         assert app.facts is not None and app.facts["node"].values["name"] == "gpu-h100-07"
+        assert app.facts.target.node == "gpu-h100-07"  # the node walk's facts builder
         assert not app.facts["pod"].known
         assert app.transcript is not None and app.transcript.entry == "lost-card"
+        assert app.transcript.entry_reason.startswith("no pod to triage (gputriage node): "
+                                                      "the node's kernel log")
         assert app.transcript.findings[0].id == "lost.gpu-fallen-off-bus"
 
 
@@ -167,15 +147,17 @@ async def test_triage_node_from_a_pod_walk_that_blames_the_node(
     assert app.next_node == "gpu-h100-07"
 
     # the node walk replays the same bundle (no cluster behind a bundle or a demo)
-    launched: list[tuple[str, str | None]] = []
+    launched: list[tuple[str, str]] = []
 
-    def run_node_tui(args: argparse.Namespace) -> int:
-        launched.append((args.node, args.from_bundle))
-        return 0
+    def run_app(self: TriageApp) -> None:
+        launched.append((self.session.description, self.facts_builder.__name__
+                         if self.facts_builder else ""))
 
-    monkeypatch.setattr(node_command, "run_node_tui", run_node_tui)
-    assert node_command.run_node_after(session, argparse.Namespace(), app.next_node) == 0
-    assert launched == [("gpu-h100-07", str(SCENARIOS / "lost-xid79"))]
+    monkeypatch.setattr(TriageApp, "run", run_app)
+    following = node_after(session, app.next_node, TriageOptions())
+    assert (following.kind, following.name) == ("node", "gpu-h100-07")
+    assert run_triage(following, TriageOptions()) == 0
+    assert launched == [(f"node bundle {SCENARIOS / 'lost-xid79'}", "_node_facts")]
 
 
 async def test_triage_node_refused_when_the_verdict_is_not_the_nodes(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,6 @@ from tests.conftest import require_tool
 from tests.sshd import SshLab, keygen
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    require_tool("ssh-keygen")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
 
 
 def lsmod(lab: SshLab, **settings: object) -> object:

@@ -7,8 +7,6 @@ transports see identical node output.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +15,6 @@ from gputriage.evidence.model import Key, Status
 from gputriage.evidence.nvml import NvmlError
 from gputriage.evidence.sources import NODE_KEYS
 from gputriage.evidence.ssh import SshNodeSource
-from tests.conftest import require_tool
 from tests.sshd import KUBELET_LOG, SshLab
 
 pytestmark = pytest.mark.integration
@@ -26,11 +23,10 @@ COMMAND_KEYS = [k for k in NODE_KEYS if k is not Key.NVIDIA_SMI]
 
 
 @pytest.fixture
-def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    with SshLab(tmp_path / "lab") as lab:
-        monkeypatch.setenv("PATH", f"{lab.bin}:{lab.core}")
-        yield lab
+def lab(lab: SshLab, monkeypatch: pytest.MonkeyPatch) -> SshLab:
+    """The shared lab (tests/conftest.py), with its node's tools on this process's PATH too."""
+    monkeypatch.setenv("PATH", f"{lab.bin}:{lab.core}")
+    return lab
 
 
 class NoDriver:

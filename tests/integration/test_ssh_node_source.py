@@ -6,7 +6,6 @@ import glob
 import shlex
 import socket
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,29 +18,6 @@ from tests.conftest import require_tool
 from tests.sshd import KUBELET_LOG, NODE_NAME, NODE_PRIVATE_IP, NVIDIA_SMI_DRIVER_ERROR, SshLab
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    require_tool("ssh-keygen")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
-
-
-@pytest.fixture
-def dials(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every TCP connection the process opens; anything but 127.0.0.1 fails the test."""
-    seen: list[tuple[str, int]] = []
-    real = socket.create_connection
-
-    def guarded(address: tuple[str, int], *args: object, **kw: object) -> socket.socket:
-        seen.append((address[0], int(address[1])))
-        assert address[0] == "127.0.0.1", f"a test tried to dial {address}"
-        return real(address, *args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(socket, "create_connection", guarded)
-    return seen
 
 
 def collect_all(source: SshNodeSource, lab: SshLab, **query: object) -> dict[Key, object]:

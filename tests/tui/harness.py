@@ -5,9 +5,12 @@ A plain module (not a conftest) so tests import these names from exactly one pla
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from rich.cells import cell_len
 from textual.pilot import Pilot
 
 from gputriage.evidence.model import Evidence
@@ -49,10 +52,29 @@ async def settle(pilot: Pilot[int], app: TriageApp) -> None:
     raise AssertionError(f"the app never settled: pending={sorted(app.pending)}")
 
 
+#: Rich's SVG export puts a cell at x = column * 20 * 0.61 (``Console.export_svg``: 20-pixel
+#: character height, the default font aspect ratio 0.61).
+_SVG_CELL_WIDTH = 20 * 0.61
+_SVG_TEXT = re.compile(r'<text [^>]*?x="([0-9.e+-]+)"[^>]*?clip-path="url\(#[^)]*-line-(\d+)\)"'
+                       r"[^>]*>(.*?)</text>", re.S)
+
+
 def screen_text(app: TriageApp) -> str:
     """Every line on screen as plain text, exactly the cells a terminal would show.
 
-    Reads the compositor's strips: the same data ``export_screenshot`` draws from.
+    Reads :meth:`App.export_screenshot` (public API): the SVG holds each run of non-blank
+    cells as a ``<text>`` at its column on its line; the blanks between them are put back.
     """
-    strips = app.screen._compositor.render_strips()
-    return "\n".join(strip.text for strip in strips)
+    width, height = app.size
+    rows: list[list[tuple[int, str]]] = [[] for _ in range(height)]
+    for x, line, content in _SVG_TEXT.findall(app.export_screenshot()):
+        if int(line) < height:
+            rows[int(line)].append((round(float(x) / _SVG_CELL_WIDTH), html.unescape(content)))
+    lines = []
+    for runs in rows:
+        text = ""
+        for column, run in sorted(runs):
+            run = run.replace("\xa0", " ").replace("\n", "")  # rich ends each line with "\n"
+            text += " " * max(0, column - cell_len(text)) + run
+        lines.append(text + " " * max(0, width - cell_len(text)))
+    return "\n".join(lines)

@@ -492,9 +492,9 @@ async def test_a_session_notice_is_shown(bundle: Path, walker: HandWalker,
             NoticeSession.notice]
 
 
-def test_run_app_closes_the_session(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import argparse
-
+def test_run_triage_closes_the_session(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputriage.options import TriageOptions
+    from gputriage.pipeline import Triage
     from gputriage.tui import launch
 
     closed: list[bool] = []
@@ -505,7 +505,8 @@ def test_run_app_closes_the_session(bundle: Path, monkeypatch: pytest.MonkeyPatc
 
     # App.run needs a terminal (the tmux test runs it for real); here only the cleanup matters.
     monkeypatch.setattr(TriageApp, "run", lambda self: None)
-    assert launch.run_app(Closing(bundle), argparse.Namespace()) == 0
+    triage = Triage(kind="pod", name="p", open_session=lambda: Closing(bundle))
+    assert launch.run_triage(triage, TriageOptions()) == 0
     assert closed == [True]
 
 

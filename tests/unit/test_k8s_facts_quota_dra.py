@@ -9,7 +9,7 @@ from pathlib import Path
 from gputriage.evidence.bundle import read_bundle
 from gputriage.evidence.model import Key
 from gputriage.facts.build import build_facts
-from gputriage.facts.registry import GROUP_MODULES, specs
+from gputriage.facts.registry import builders, specs
 from tests.unit.k8s_evidence import K8S, MODULES, fixture, groups, text
 
 # -- quota ----------------------------------------------------------------------------------
@@ -129,7 +129,11 @@ def test_pod_without_claims_and_no_dra_objects() -> None:
 
 def test_groups_are_registered_in_order() -> None:
     names = [m.__name__ for m in MODULES]
-    assert [n for n in GROUP_MODULES if n in names] == names
+    registered = [getattr(b, "__name__", "") for b in builders().values()]
+    assert [n for n in registered if n in names] == names
+    # each group is listed under its own name, and builds after the groups it reads
+    assert all(name == b.SPEC.name for name, b in builders().items())
+    assert list(builders())[:2] == ["pod", "events"]
     declared = specs()
     for module in MODULES:
         spec = declared[module.SPEC.name]

@@ -1,5 +1,5 @@
-"""The node walk's pure parts: node bundles, lost-card signs, the entry playbook, the walk over
-the shipped playbooks, and which node a pod walk's finding blames."""
+"""The node walk's pure parts: node bundles, the playbook routes that choose its entry, the walk
+over the shipped playbooks, and which node a pod walk's finding blames."""
 
 from __future__ import annotations
 
@@ -13,16 +13,15 @@ from gputriage.errors import GputriageError
 from gputriage.evidence.bundle import read_bundle
 from gputriage.evidence.model import Key, Status
 from gputriage.facts.build import build_facts
+from gputriage.playbook.engine import walk
 from gputriage.playbook.loader import load_playbooks
+from gputriage.playbook.model import PlaybookSet
 from gputriage.playbook.transcript import Finding, Fix, Transcript
 from gputriage.scan.nodewalk import (
     NODE_WALK_KEYS,
     NodeBundleSession,
     blamed_node,
-    choose_entry,
-    lost_card_signals,
     node_facts,
-    node_walker,
     read_node_bundle,
 )
 
@@ -64,32 +63,49 @@ def test_node_bundle_errors(tmp_path: Path) -> None:
         session.collect_all()
 
 
-def test_lost_card_signs_and_entry(tmp_path: Path) -> None:
-    lost = build_facts(read_node_bundle(node_bundle(tmp_path, "lost-xid79")))
-    signs = lost_card_signals(lost)
-    assert signs[0] == "a GPU fell off the bus (kernel log)"
-    assert "the device plugin marked devices unhealthy" in signs
-    assert "allocatable below capacity for ['nvidia.com/gpu']" in signs
-    entry, why = choose_entry(lost, lambda pid: True)
-    assert entry == "lost-card" and why.startswith("lost-card signs: a GPU fell off the bus")
+def without(playbooks: PlaybookSet, playbook_id: str) -> PlaybookSet:
+    return PlaybookSet({b.id: b for b in playbooks if b.id != playbook_id}, playbooks.problems)
 
-    calm = build_facts(read_node_bundle(node_bundle(tmp_path, "create-nvidia-uvm-missing")))
-    assert lost_card_signals(calm) == []
-    assert choose_entry(calm, lambda pid: True)[0] == "node-onboarding"
-    # a missing preferred playbook falls back to the other one
-    assert choose_entry(calm, lambda pid: pid == "lost-card") == (
-        "lost-card", "node-onboarding is not loaded (no sign of a lost GPU: checking how the "
-                     "node was set up)")
-    assert choose_entry(lost, lambda pid: pid == "node-onboarding")[0] == "node-onboarding"
+
+def test_routes_choose_the_entry_of_a_node_walk(tmp_path: Path) -> None:
+    playbooks = load_playbooks([])
+    lost = node_facts(read_node_bundle(node_bundle(tmp_path, "lost-xid79")))
+    transcript = walk(playbooks, lost)
+    assert transcript.entry == "lost-card"
+    assert transcript.entry_reason == ("no pod to triage (gputriage node): the node's kernel log "
+                                       "shows a lost or failing GPU (Xid codes 79)")
+
+    calm = node_facts(read_node_bundle(node_bundle(tmp_path, "create-nvidia-uvm-missing")))
+    transcript = walk(playbooks, calm)
+    assert transcript.entry == "node-onboarding"
+    assert transcript.entry_reason.startswith("there is no pod to triage (gputriage node) and "
+                                              "no sign of a lost GPU")
+    # a missing preferred playbook falls back to the other one, never to the pod router
+    assert walk(without(playbooks, "node-onboarding"), calm).entry == "lost-card"
+    assert walk(without(playbooks, "lost-card"), lost).entry == "node-onboarding"
+
+
+def test_each_source_alone_routes_a_node_walk_to_lost_card(tmp_path: Path) -> None:
+    """One route per source: an unread source cannot hide another source's sign."""
+    playbooks = load_playbooks([])
+    bundle = node_bundle(tmp_path, "lost-xid79")
+    (bundle / "dmesg.log").unlink()  # the kernel log is not read: the node's own signs remain
+    facts = node_facts(read_node_bundle(bundle))
+    assert not facts["kernel"].known
+    transcript = walk(playbooks, facts)
+    assert transcript.entry == "lost-card"
+    assert transcript.entry_reason in (
+        "no pod to triage (gputriage node): the device plugin marked devices unhealthy",
+        "no pod to triage (gputriage node): nvidia-smi shows a lost or failing GPU",
+        "no pod to triage (gputriage node): the node advertises fewer GPUs than it has")
 
 
 def test_walk_of_a_lost_card_node_over_the_shipped_playbooks(tmp_path: Path) -> None:
     playbooks = load_playbooks([])
     assert playbooks.get("lost-card") is not None
     facts = build_facts(read_node_bundle(node_bundle(tmp_path, "lost-xid79")))
-    transcript = node_walker(playbooks)(facts, {}, {})
+    transcript = walk(playbooks, facts)
     assert transcript.entry == "lost-card"
-    assert transcript.entry_reason == "chosen by the caller: lost-card"
     finding = transcript.findings[0]
     assert finding.id == "lost.gpu-fallen-off-bus" and not finding.undetermined
     assert [str(r) for r in finding.evidence][:1] == [

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gputriage.commands.options import add_node_access_arguments
+from gputriage.commands.options import add_node_access_arguments, node_access_from_args
 from gputriage.errors import GputriageError
 from gputriage.evidence.local import LocalNodeSource
 from gputriage.evidence.model import Key, Status
-from gputriage.evidence.nodes import node_address, node_source_from_args, parse_node_addresses
+from gputriage.evidence.nodes import node_address, node_source, parse_node_addresses
 from gputriage.evidence.sources import NodeQuery
 from gputriage.evidence.ssh import SshNodeSource, SshSettings
 from gputriage.evidence.sshconfig import (
@@ -29,6 +29,7 @@ from gputriage.evidence.sshconfig import (
     resolve_route,
     unsafe_host_reason,
 )
+from gputriage.options import NodeAccess
 from tests.conftest import require_tool
 
 CONFIG = """\
@@ -176,17 +177,17 @@ def test_parse_node_addresses() -> None:
         parse_node_addresses(["gpu-7"])
 
 
-def parse(*argv: str) -> argparse.Namespace:
+def parse(*argv: str) -> NodeAccess:
     p = argparse.ArgumentParser()
     add_node_access_arguments(p)
-    return p.parse_args(list(argv))
+    return node_access_from_args(p.parse_args(list(argv)))
 
 
-def test_node_source_from_args(config_file: Path) -> None:
-    assert node_source_from_args(parse("--ssh", "off")) is None
-    local = node_source_from_args(parse("--local", "--sudo"))
+def test_node_source_from_options(config_file: Path) -> None:
+    assert node_source(parse("--ssh", "off")) is None
+    local = node_source(parse("--local", "--sudo"))
     assert isinstance(local, LocalNodeSource) and local.sudo
-    ssh = node_source_from_args(parse(
+    ssh = node_source(parse(
         "--ssh-config", str(config_file), "--ssh-user", "sre", "--node-address",
         "gpu-7=jump2", "--known-hosts", "/tmp/kh", "--accept-new-host-key", "--sudo"))
     assert isinstance(ssh, SshNodeSource)
