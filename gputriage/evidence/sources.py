@@ -22,6 +22,8 @@ NODE_KEYS: tuple[Key, ...] = (
     Key.LSMOD,
     Key.DEV_NVIDIA,
     Key.CONTAINERD_CONFIG,
+    Key.NVIDIA_TOPO,
+    Key.NVLINK,
 )
 
 

@@ -28,6 +28,9 @@ GROUP_MODULES: tuple[str, ...] = (
     "gputriage.facts.device_plugin",
     "gputriage.facts.kubelet",
     "gputriage.facts.container_log",
+    "gputriage.facts.gpu_perf",
+    "gputriage.facts.metrics",
+    "gputriage.facts.gpu_topology",
 )
 
 
