@@ -76,8 +76,9 @@ SPEC = GroupSpec(
                                                   "seen in two or more episodes on one GPU."),
         "any_xid_repeat": FieldSpec("bool", False, "Some GPU had the same Xid twice or more."),
         "memory": FieldSpec("list<map>", [], "Per pod GPU: {uuid, gpu, total_mib, start_mib, "
-                                             "peak_mib, peak_at, last_mib, slope_mib_per_min, "
-                                             "peak_fraction, spark}."),
+                                             "start_at (the climb to the peak), peak_mib, "
+                                             "peak_at, last_mib, slope_mib_per_min (of the "
+                                             "climb), peak_fraction, spark}."),
         "memory_peak_fraction": FieldSpec("float", -1.0, "Largest framebuffer use / size over "
                                                          "the pod's GPUs (-1 unknown)."),
         "memory_rising": FieldSpec("bool", False, "A pod GPU's memory climbed over the window "
@@ -190,12 +191,17 @@ def _facts(doc: PromDocument, ev: Evidence, target: Target) -> FactGroup:
         if s.uuid not in pod_gpus or not s.points:
             continue
         t_peak, peak = max(s.points, key=lambda p: p[1])
+        # The climb to the peak: from the last sample at zero (the process started) on.
+        upto = [p for p in s.points if p[0] <= t_peak]
+        zero = max((i for i, (_, v) in enumerate(upto) if v <= 0), default=-1)
+        climb = upto[zero + 1:] or upto[-1:]
         total = peak + free_at.get(s.uuid, {}).get(t_peak, free_last.get(s.uuid, -1.0))
         fraction = round(peak / total, 3) if total > 0 and s.uuid in free_at else -1.0
         memory.append({"uuid": s.uuid, "gpu": s.gpu, "total_mib": int(total) if total > 0 else -1,
-                       "start_mib": int(s.points[0][1]), "peak_mib": int(peak),
+                       "start_mib": int(climb[0][1]), "start_at": iso(climb[0][0]),
+                       "peak_mib": int(peak),
                        "peak_at": iso(t_peak), "last_mib": int(s.points[-1][1]),
-                       "slope_mib_per_min": round(slope_per_min(s.points), 2),
+                       "slope_mib_per_min": round(slope_per_min(climb), 2),
                        "peak_fraction": fraction,
                        "spark": sparkline([v for _, v in s.points])})
     values["memory"] = memory
@@ -203,8 +209,9 @@ def _facts(doc: PromDocument, ev: Evidence, target: Target) -> FactGroup:
     values["memory_rising"] = any(m["slope_mib_per_min"] > 0 and
                                   m["peak_mib"] > 1.5 * max(1, m["start_mib"]) for m in memory)
     cites["memory"] = [_cite(ev, used_q, f"GPU {m['gpu']} {m['uuid']}: {m['spark']} "
-                                         f"{m['start_mib']} -> peak {m['peak_mib']} MiB at "
-                                         f"{m['peak_at']} (of {m['total_mib']} MiB), "
+                                         f"{m['start_mib']} MiB at {m['start_at']} -> peak "
+                                         f"{m['peak_mib']} MiB at {m['peak_at']} (of "
+                                         f"{m['total_mib']} MiB), "
                                          f"{m['slope_mib_per_min']:+g} MiB/min")
                        for m in memory]
     for k in ("memory_peak_fraction", "memory_rising"):
