@@ -154,7 +154,7 @@ def _facts(doc: PromDocument, ev: Evidence, target: Target) -> FactGroup:
     pod_gpus = mine or set(gpus)
     values["pod_gpus"] = sorted(pod_gpus)
     values["pod_gpu_indexes"] = sorted({_int(gpus[u]["gpu"]) for u in pod_gpus
-                                        if gpus[u]["gpu"].isdigit()})
+                                        if _int(gpus[u]["gpu"]) >= 0})
 
     # --- Xid history ---------------------------------------------------------------------
     xq = doc.get("xid")
@@ -312,4 +312,4 @@ def _by_gpu(series: list[Series]) -> list[Series]:
 
 
 def _int(text: str) -> int:
-    return int(text) if text.isdigit() else -1
+    return int(text) if text.isdigit() and len(text) <= 6 else -1

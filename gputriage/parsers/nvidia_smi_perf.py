@@ -37,7 +37,7 @@ REASON_LABELS = {
 
 def _num(text: str | None) -> int:
     m = _INT.search(text or "")
-    return int(m.group()) if m else -1
+    return int(m.group()) if m and len(m.group()) <= 12 else -1
 
 
 def _blank() -> dict[str, Any]:
@@ -136,8 +136,8 @@ def _from_text(text: str) -> list[dict[str, Any]]:
 def _text_field(rec: dict[str, Any], path: str, val: str) -> None:
     if path == "GPU UUID":
         rec["uuid"] = val
-    elif path == "Minor Number" and val.isdigit():
-        rec["index"] = int(val)
+    elif path == "Minor Number" and _num(val) >= 0:
+        rec["index"] = _num(val)
     elif path.endswith("GPU Link Info/PCIe Generation/Max"):
         rec["pcie_gen_max"] = _num(val)
     elif path.endswith("GPU Link Info/PCIe Generation/Current"):
@@ -173,7 +173,7 @@ def parse_topo(text: str) -> dict[str, Any]:
             if cells and cells[0].startswith("GPU0") and "CPU Affinity" in cells:
                 header = cells
             continue
-        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+        if not cells or not re.fullmatch(r"GPU\d{1,4}", cells[0]):
             if cells and cells[0].startswith("Legend"):
                 break
             continue
@@ -183,15 +183,15 @@ def parse_topo(text: str) -> dict[str, Any]:
                      "cpu_affinity": row.get("CPU Affinity", ""),
                      "numa_affinity": _num(row.get("NUMA Affinity"))})
         for col, val in row.items():
-            if re.fullmatch(r"GPU\d+", col) and col != name and val != "X":
+            if re.fullmatch(r"GPU\d{1,4}", col) and col != name and val != "X":
                 a, b = int(name[3:]), int(col[3:])
                 if a < b:
                     links.append({"a": a, "b": b, "link": val})
     return {"gpus": gpus, "links": links} if header else {}
 
 
-_NVL_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: (GPU-[0-9a-fA-F-]+)\))?\s*$")
-_NVL_LINK = re.compile(r"^\s+Link (\d+): (.*)$")
+_NVL_GPU = re.compile(r"^GPU (\d{1,4}): (.*?)(?: \(UUID: (GPU-[0-9a-fA-F-]+)\))?\s*$")
+_NVL_LINK = re.compile(r"^\s+Link (\d{1,4}): (.*)$")
 
 
 def parse_nvlink(text: str) -> list[dict[str, Any]]:

@@ -112,7 +112,9 @@ def parse_document(text: str) -> PromDocument:
                     t, v = float(p[0]), float(p[1])
                 except (TypeError, ValueError, IndexError):
                     continue
-                if math.isfinite(t) and math.isfinite(v):
+                # Real metric values stay far below 1e18; beyond it is junk that would
+                # overflow the arithmetic of trends and sparklines.
+                if math.isfinite(t) and math.isfinite(v) and abs(v) <= 1e18 and abs(t) <= 1e11:
                     points.append((t, v))
             series.append(Series(labels, sorted(points)))
         try:
