@@ -252,7 +252,8 @@ def collect_metrics(client: PrometheusClient, *, node: str, namespace: str, pod:
             entry.update(status="error", error=str(exc)[:500], series=[])
         else:
             answered += 1
-            result = data.get("result") if isinstance(data.get("result"), list) else []
+            found = data.get("result")
+            result: list[Any] = found if isinstance(found, list) else []
             kept = result[: settings.max_series]
             entry.update(status="ok", error="", series=[
                 {"metric": s.get("metric") or {}, "values": s.get("values") or []}

@@ -167,8 +167,8 @@ def _facts(doc: PromDocument, ev: Evidence, target: Target) -> FactGroup:
     values["xid_episodes"] = eps
     values["xid_codes"] = sorted({e["code"] for e in eps})
     repeats: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for e in eps:
-        repeats.setdefault((e["uuid"], e["code"]), []).append(e)
+    for ep in eps:
+        repeats.setdefault((ep["uuid"], ep["code"]), []).append(ep)
     values["xid_repeats"] = [
         {"uuid": u, "gpu": es[0]["gpu"], "code": c, "count": len(es),
          "times": [e["start"] for e in es]}
@@ -186,7 +186,7 @@ def _facts(doc: PromDocument, ev: Evidence, target: Target) -> FactGroup:
     used_q, free_q = doc.get("fb_used"), doc.get("fb_free")
     free_last = {s.uuid: s.points[-1][1] for s in free_q.series if s.uuid and s.points}
     free_at = {s.uuid: dict(s.points) for s in free_q.series if s.uuid}
-    memory = []
+    memory: list[dict[str, Any]] = []
     for s in _by_gpu(used_q.series):
         if s.uuid not in pod_gpus or not s.points:
             continue

@@ -14,8 +14,12 @@ from typing import Any
 import pytest
 
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, Status
-from gputriage.evidence.prometheus import PrometheusClient, PrometheusSource, PromSettings, \
-    collect_metrics
+from gputriage.evidence.prometheus import (
+    PrometheusClient,
+    PrometheusSource,
+    PromSettings,
+    collect_metrics,
+)
 from gputriage.facts.build import build_facts
 from tests.conftest import require_tool
 from tests.kubeapi import KubeAPI
@@ -151,7 +155,7 @@ def test_unreachable_prometheus_is_unknown_and_bounded() -> None:
 
 def test_bad_query_is_recorded_and_others_still_answer(prom: PromLab) -> None:
     client = PrometheusClient(PromSettings(prom.url, timeout=20))
-    with pytest.raises(ValueError, match="bad_data|parse error"):
+    with pytest.raises(ValueError, match=r"bad_data|parse error"):
         client.query_range("DCGM_FI_DEV_XID_ERRORS{", prom.now - 3600, prom.now, 60)
 
 

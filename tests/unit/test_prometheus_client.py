@@ -39,7 +39,7 @@ class _Server:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 outer.requests.append(("GET", self.path, dict(self.headers)))
                 code, body = outer.reply
                 self.send_response(code)
