@@ -42,8 +42,9 @@ def add_prometheus_arguments(p: argparse.ArgumentParser) -> None:
     """GPU metrics history (DCGM exporter) from Prometheus: optional, read-only."""
     g = p.add_argument_group("GPU metrics history from Prometheus (DCGM exporter)")
     g.add_argument("--prometheus", metavar="URL",
-                   help="Prometheus base URL, e.g. https://prom.example:9090 (default: "
-                        "$GPUTRIAGE_PROMETHEUS_URL; none: metrics are not asked for)")
+                   help="Prometheus base URL, e.g. https://prom.example:9090, or "
+                        "svc:NAMESPACE/NAME:PORT through the API server's service proxy "
+                        "(default: $GPUTRIAGE_PROMETHEUS_URL; none: metrics are not asked for)")
     g.add_argument("--prometheus-token-file", metavar="FILE",
                    help="file holding a bearer token (default: $GPUTRIAGE_PROMETHEUS_TOKEN)")
     g.add_argument("--prometheus-user", metavar="USER", help="basic-auth user")

@@ -71,7 +71,7 @@ class LiveSession:
         from gputriage.evidence.prometheus import PrometheusSource, settings_from_args
 
         try:
-            prom = PrometheusSource(settings_from_args(args))
+            prom = PrometheusSource(settings_from_args(args), kube=client)
         except ValueError as exc:
             from gputriage.errors import GputriageError
 

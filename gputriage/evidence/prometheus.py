@@ -125,6 +125,8 @@ def build_query(q: PromQuery, *, node: str, namespace: str, pod: str, step: int 
 
 def public_url(url: str) -> str:
     """``url`` without user:password, for the record."""
+    if url.startswith(SERVICE_PREFIX):
+        return url
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
@@ -140,12 +142,40 @@ class Unreachable(Exception):
         self.detail = detail
 
 
+#: ``--prometheus svc:NAMESPACE/NAME[:PORT]``: through the API server's service proxy.
+SERVICE_PREFIX = "svc:"
+
+
+def service_proxy_path(spec: str) -> str:
+    """``svc:monitoring/prometheus-k8s:9090`` -> the API server's proxy path for it."""
+    ns, _, name = spec.removeprefix(SERVICE_PREFIX).partition("/")
+    dns = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    import re
+
+    if not (re.fullmatch(dns, ns) and re.fullmatch(rf"(https?:)?{dns}(:[a-z0-9-]+)?", name)):
+        raise ValueError(f"{spec!r}: write svc:NAMESPACE/NAME[:PORT] (e.g. "
+                         "svc:monitoring/prometheus-k8s:9090)")
+    return f"/api/v1/namespaces/{ns}/services/{name}/proxy"
+
+
 class PrometheusClient:
-    """A tiny read-only HTTP API client: GET only, bounded size, its own timeout."""
+    """A tiny read-only HTTP API client: GET only, bounded size, its own timeout.
+
+    With ``kube`` (a :class:`gputriage.evidence.kube_client.KubeClient`) and a ``svc:`` URL the
+    same GETs go through the API server's service proxy, with the kubeconfig's credentials
+    (RBAC: ``get`` on ``services/proxy`` in Prometheus's namespace)."""
 
     def __init__(self, settings: PromSettings,
-                 opener: Callable[..., Any] | None = None) -> None:
+                 opener: Callable[..., Any] | None = None, kube: Any = None) -> None:
         self.settings = settings
+        self._kube: Any = None
+        if settings.url.startswith(SERVICE_PREFIX):
+            if kube is None:
+                raise ValueError("a svc: URL needs the cluster's API server")
+            self._kube = kube
+            self._proxy = service_proxy_path(settings.url)
+            self._open = opener or urllib.request.urlopen
+            return
         base = settings.url.rstrip("/")
         parts = urllib.parse.urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -171,6 +201,8 @@ class PrometheusClient:
 
     def get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         """GET ``path`` and return the API's ``data``; raises Unreachable or ValueError."""
+        if self._kube is not None:
+            return self._decode(self._get_proxied(path, params))
         url = f"{self._base}{path}?{urllib.parse.urlencode(params)}"
         request = urllib.request.Request(url, headers=self._headers, method="GET")
         limit = self.settings.max_bytes
@@ -196,6 +228,29 @@ class PrometheusClient:
             raise Unreachable(Status.UNAVAILABLE, f"cannot reach it: {reason}") from None
         except OSError as exc:
             raise Unreachable(Status.UNAVAILABLE, f"cannot reach it: {exc}") from None
+        return self._decode(body)
+
+    def _get_proxied(self, path: str, params: dict[str, str]) -> bytes:
+        limit = self.settings.max_bytes
+        reply = self._kube.get(f"{self._proxy}{path}", params, max_bytes=limit + 1,
+                               timeout=self.settings.timeout)
+        where = f"service proxy {self._proxy}"
+        if reply.status == 0:
+            status = Status.TIMEOUT if reply.timed_out else Status.UNAVAILABLE
+            raise Unreachable(status, f"{where}: {reply.error or 'no answer'}")
+        if reply.status in (401, 403):
+            raise Unreachable(Status.FORBIDDEN,
+                              f"{where}: HTTP {reply.status}: grant get on services/proxy "
+                              "in its namespace (deploy/rbac.yaml)")
+        if reply.status in (404, 502, 503):
+            raise Unreachable(Status.UNAVAILABLE, f"{where}: HTTP {reply.status} (no such "
+                                                  "service, port or ready endpoint)")
+        if reply.status != 200:
+            raise ValueError(_api_error(reply.body) or f"HTTP {reply.status}")
+        return bytes(reply.body) + (b" " if reply.truncated else b"")
+
+    def _decode(self, body: bytes) -> dict[str, Any]:
+        limit = self.settings.max_bytes
         if len(body) > limit:
             raise ValueError(f"answer larger than {limit} bytes: narrow the window")
         try:
@@ -316,8 +371,9 @@ class PrometheusSource:
 
     name = "prometheus"
 
-    def __init__(self, settings: PromSettings | None) -> None:
+    def __init__(self, settings: PromSettings | None, kube: Any = None) -> None:
         self.settings = settings
+        self.kube = kube
 
     def collect(self, pod: Evidence) -> Evidence:
         if self.settings is None or not self.settings.url:
@@ -330,7 +386,7 @@ class PrometheusSource:
             return Evidence.missing(Key.PROMETHEUS, "the pod has no node: no GPU metrics to ask "
                                                     "for")
         try:
-            client = PrometheusClient(self.settings)
+            client = PrometheusClient(self.settings, kube=self.kube)
         except ValueError as exc:
             return Evidence(Key.PROMETHEUS, Status.ERROR, f"--prometheus: {exc}")
         try:

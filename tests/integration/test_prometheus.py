@@ -185,3 +185,34 @@ def test_collect_then_replay_gives_the_same_verdict(prom: PromLab, kube_api: Kub
                                                             for w in b["walk"]]
     assert {s["key"]: s["status"] for s in a["sources"]}["prometheus"] == "ok"
     assert "lost.repeated-hardware-xid" in [f["id"] for f in a["findings"]]
+
+
+def test_through_the_api_servers_service_proxy(prom: PromLab, kube_cluster: Any,
+                                               kube_api: KubeAPI, kubeconfig: Path,
+                                               tmp_path: Path) -> None:
+    from gputriage.cli import main
+    from tests.integration.conftest import node_overrides
+
+    kube_cluster.add_service_proxy("monitoring", "prometheus-k8s", 9090, prom.url)
+    common = ["-n", "ml", "--kubeconfig", str(kubeconfig), "--ssh", "off",
+              *node_overrides(kube_cluster)]
+    out = tmp_path / "proxy.json"
+    main(["trainer-0", *common, "--prometheus", "svc:monitoring/prometheus-k8s:9090",
+          "--report", "json", "-o", str(out)])
+    report = json.loads(out.read_text())
+    source = {s["key"]: s for s in report["sources"]}["prometheus"]
+    assert source["status"] == "ok", source
+    assert "lost.repeated-hardware-xid" in [f["id"] for f in report["findings"]]
+    from urllib.parse import unquote
+
+    proxied = [unquote(r.path) for r in kube_api.requests if "/services/" in r.path]
+    assert proxied and all(p.startswith("/api/v1/namespaces/monitoring/services/"
+                                        "prometheus-k8s:9090/proxy/api/v1/query_range")
+                           for p in proxied)
+    # A service without endpoints is "could not see", and the walk still ends.
+    main(["trainer-0", *common, "--prometheus", "svc:monitoring/nothing:9090",
+          "--report", "json", "-o", str(out)])
+    report = json.loads(out.read_text())
+    source = {s["key"]: s for s in report["sources"]}["prometheus"]
+    assert source["status"] == "unavailable" and "HTTP 503" in source["detail"]
+    assert report["findings"]

@@ -174,3 +174,16 @@ def test_series_helpers() -> None:
     assert len(sparkline(list(range(1000)), width=20)) == 20
     with pytest.raises(ValueError):
         parse_document("[]")
+
+
+def test_service_proxy_spec_is_validated() -> None:
+    from gputriage.evidence.prometheus import service_proxy_path
+
+    assert service_proxy_path("svc:monitoring/prometheus-k8s:9090") == \
+        "/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy"
+    assert service_proxy_path("svc:mon/https:prom:web").endswith("/services/https:prom:web/proxy")
+    for bad in ("svc:monitoring", "svc:Mon/prom", "svc:mon/../../nodes/x", "svc:mon/p?x=1"):
+        with pytest.raises(ValueError, match="svc:NAMESPACE/NAME"):
+            service_proxy_path(bad)
+    ev = PrometheusSource(PromSettings("svc:monitoring/prom:9090")).collect(_pod())
+    assert ev.status is Status.ERROR and "needs the cluster's API server" in ev.detail
