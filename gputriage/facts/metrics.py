@@ -75,6 +75,8 @@ SPEC = GroupSpec(
         "xid_repeats": FieldSpec("list<map>", [], "{uuid, gpu, code, count, times}: one Xid "
                                                   "seen in two or more episodes on one GPU."),
         "any_xid_repeat": FieldSpec("bool", False, "Some GPU had the same Xid twice or more."),
+        "xid_per_day": FieldSpec("list<int>", [], "Xid episodes per day of the window, oldest "
+                                                  "first (the last entry is the last 24 h)."),
         "memory": FieldSpec("list<map>", [], "Per pod GPU: {uuid, gpu, total_mib, start_mib, "
                                              "start_at (the climb to the peak), peak_mib, "
                                              "peak_at, last_mib, slope_mib_per_min (of the "
@@ -174,6 +176,20 @@ def _facts(doc: PromDocument, ev: Evidence, target: Target) -> FactGroup:
          "times": [e["start"] for e in es]}
         for (u, c), es in sorted(repeats.items()) if len(es) >= 2]
     values["any_xid_repeat"] = bool(values["xid_repeats"])
+    end = float(header.get("end") or 0)
+    start = float(header.get("start") or 0)
+    days = max(1, min(90, round((end - start) / 86400))) if end > start else 0
+    per_day = [0] * days
+    for e in _by_gpu(xq.series):
+        for run in episodes(e.points, xq.step):
+            back = int((end - run.start) // 86400)
+            if 0 <= back < days:
+                per_day[days - 1 - back] += 1
+    values["xid_per_day"] = per_day if any(per_day) else []
+    if any(per_day):
+        spark = sparkline([float(n) for n in per_day], days)
+        cites["xid_per_day"] = [_cite(ev, xq, f"Xid episodes per day, {days} days to "
+                                              f"{iso(end)}: {spark} {per_day}")]
     cites["xid_episodes"] = [_cite(ev, xq, f"GPU {e['gpu']} {e['uuid']}: Xid {e['code']} "
                                           f"from {e['start']} to {e['end']}") for e in eps]
     cites["xid_codes"] = cites["xid_episodes"]

@@ -97,6 +97,10 @@ def test_two_xid79_episodes_are_a_repeat_with_both_times(prom: PromLab) -> None:
     cited = [c.text for c in m.cites["xid_repeats"]]
     assert cited and "DCGM_FI_DEV_XID_ERRORS" in cited[0] and rep["times"][1] in cited[0]
     assert m.cites["xid_repeats"][0].line > 1 and m.cites["xid_repeats"][0].key == "prometheus"
+    per_day = m.values["xid_per_day"]
+    # one episode about 5 days back, one about 1 day back (each within a day of its mark)
+    assert len(per_day) == 7 and sum(per_day) == 2, per_day
+    assert sum(per_day[1:3]) == sum(per_day[5:]) == 1, per_day
     # A running pod whose GPU keeps losing the bus: lost-card names the repeat (RMA).
     assert facts["metrics"].values["any_xid_repeat"]
     assert _verdict(transcript) == "lost.repeated-hardware-xid"
