@@ -291,7 +291,14 @@ def collect_metrics(client: PrometheusClient, *, node: str, namespace: str, pod:
               "end": round(end, 3), "step_s": step}
     lines: list[str] = []
     answered = 0
+    budget = 2 * settings.timeout  # the broker waits 3 timeouts for the whole key
     for q in QUERIES:
+        if time.monotonic() - started > budget:
+            lines.append(json.dumps({"id": q.id, "metric": q.metric, "query": "",
+                                     "status": "error", "series": [],
+                                     "error": f"not asked: the {budget:g} s budget for all "
+                                              "queries was spent"}, separators=(",", ":")))
+            continue
         window = min(q.window_s or settings.window_s, settings.window_s)
         q_step = settings.step_s(window)
         promql = build_query(q, node=node, namespace=namespace, pod=pod, step=q_step)

@@ -187,3 +187,26 @@ def test_service_proxy_spec_is_validated() -> None:
             service_proxy_path(bad)
     ev = PrometheusSource(PromSettings("svc:monitoring/prom:9090")).collect(_pod())
     assert ev.status is Status.ERROR and "needs the cluster's API server" in ev.detail
+
+
+def test_a_slow_server_spends_at_most_the_time_budget(server: _Server) -> None:
+    import time as _time
+
+    from gputriage.evidence import prometheus
+
+    calls = []
+    real = PrometheusClient.query_range
+
+    def slow(self: PrometheusClient, *a: Any) -> dict[str, Any]:
+        calls.append(a)
+        _time.sleep(0.3)
+        return real(self, *a)
+
+    client = PrometheusClient(PromSettings(server.url, timeout=0.5))
+    client.query_range = slow.__get__(client)  # type: ignore[method-assign]
+    started = _time.monotonic()
+    ev = prometheus.collect_metrics(client, node="n", namespace="ns", pod="p")
+    assert _time.monotonic() - started < 2.5
+    doc = parse_document(ev.raw)
+    skipped = [q for q in doc.queries.values() if "budget" in q.error]
+    assert skipped and len(calls) + len(skipped) == len(QUERIES)
