@@ -28,6 +28,26 @@ def _frozen(pairs: Mapping[str, str] | None = None) -> Mapping[str, str]:
 
 
 @dataclass(frozen=True)
+class MetricsAccess:
+    """Where the GPU metrics history lives (``--prometheus`` and friends); all optional."""
+
+    url: str = ""
+    """Prometheus base URL or ``svc:NS/NAME:PORT``; '' reads ``$GPUTRIAGE_PROMETHEUS_URL``."""
+    token_file: str = ""
+    """File holding a bearer token ('' reads ``$GPUTRIAGE_PROMETHEUS_TOKEN``)."""
+    user: str = ""
+    """Basic-auth user."""
+    password_file: str = ""
+    """File holding the basic-auth password."""
+    ca_file: str = ""
+    """CA bundle that signs Prometheus's TLS certificate."""
+    insecure: bool = False
+    """Skip TLS verification (never the default)."""
+    window: str = "7d"
+    """How far back to query (``--metrics-window``)."""
+
+
+@dataclass(frozen=True)
 class ClusterAccess:
     """How to reach the Kubernetes API (``-n``, ``--context``, ``--kubeconfig``...)."""
 
@@ -39,6 +59,8 @@ class ClusterAccess:
     """kubeconfig file; None: ``$KUBECONFIG`` or ``~/.kube/config``."""
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     """Seconds for each API call; node transports get twice as long."""
+    metrics: MetricsAccess = field(default_factory=MetricsAccess)
+    """The optional Prometheus (DCGM exporter) history."""
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,18 @@ NVIDIA_SMI_DRIVER_ERROR = (
     "that the latest NVIDIA driver is installed and running.\n"
 )
 
+#: ``nvidia-smi topo -m`` of a 2-socket PCIe box (tab-separated, as the tool prints it).
+NVIDIA_SMI_TOPO = (
+    "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tSYS\t0-23\t0\t\tN/A\n"
+    "GPU1\tSYS\t X \t24-47\t1\t\tN/A\n\n"
+    "Legend:\n\n  X    = Self\n"
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+    "(e.g., QPI/UPI)\n")
+#: ``nvidia-smi nvlink -s`` of a GPU without NVLink peers (PCIe card): no links listed.
+NVIDIA_SMI_NVLINK = (
+    "GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-4a1b7c2e-9d3f-5e6a-8b0c-1d2e3f4a5b6c)\n")
+
 LSMOD = """\
 Module                  Size  Used by
 nvidia_uvm           1531904  0
@@ -164,6 +176,8 @@ exec cat "$DATA/dmesg.log"
     "nvidia-smi": """\
 case " $* " in
   *" -x "*) exec cat "$DATA/nvidia-smi.xml" ;;
+  *" topo "*) exec cat "$DATA/nvidia-smi-topo.txt" ;;
+  *" nvlink "*) exec cat "$DATA/nvidia-smi-nvlink.txt" ;;
 esac
 exec cat "$DATA/nvidia-smi.txt"
 """,
@@ -403,6 +417,7 @@ class SshLab:
             "kubelet.log": KUBELET_LOG, "kernel.log": KERNEL_LOG, "dmesg-T.log": DMESG_T,
             "dmesg.log": DMESG_T, "nvidia-smi.xml": NVIDIA_SMI_XML,
             "nvidia-smi.txt": NVIDIA_SMI_XML, "lsmod.txt": LSMOD,
+            "nvidia-smi-topo.txt": NVIDIA_SMI_TOPO, "nvidia-smi-nvlink.txt": NVIDIA_SMI_NVLINK,
             "containerd-dump.toml": CONTAINERD_DUMP,
         }
         for name, text in files.items():

@@ -14,6 +14,7 @@ from gputriage.options import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SINCE,
     ClusterAccess,
+    MetricsAccess,
     NodeAccess,
     ReportOptions,
     TriageOptions,
@@ -53,6 +54,26 @@ def add_node_access_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"time window for journals and kernel logs (default: {DEFAULT_SINCE})")
     g.add_argument("--local", action="store_true",
                    help="gputriage runs on the node itself: read NVML and logs locally")
+    add_prometheus_arguments(p)
+
+
+def add_prometheus_arguments(p: argparse.ArgumentParser) -> None:
+    """GPU metrics history (DCGM exporter) from Prometheus: optional, read-only."""
+    g = p.add_argument_group("GPU metrics history from Prometheus (DCGM exporter)")
+    g.add_argument("--prometheus", metavar="URL",
+                   help="Prometheus base URL, e.g. https://prom.example:9090, or "
+                        "svc:NAMESPACE/NAME:PORT through the API server's service proxy "
+                        "(default: $GPUTRIAGE_PROMETHEUS_URL; none: metrics are not asked for)")
+    g.add_argument("--prometheus-token-file", metavar="FILE",
+                   help="file holding a bearer token (default: $GPUTRIAGE_PROMETHEUS_TOKEN)")
+    g.add_argument("--prometheus-user", metavar="USER", help="basic-auth user")
+    g.add_argument("--prometheus-password-file", metavar="FILE",
+                   help="file holding the basic-auth password")
+    g.add_argument("--prometheus-ca", metavar="FILE", help="CA bundle to verify its TLS cert")
+    g.add_argument("--prometheus-insecure", action="store_true",
+                   help="do not verify its TLS certificate")
+    g.add_argument("--metrics-window", default="7d", metavar="DURATION",
+                   help="how far back to read GPU metrics (default: 7d; s/m/h/d)")
 
 
 def add_playbook_arguments(p: argparse.ArgumentParser) -> None:
@@ -105,6 +126,14 @@ def cluster_access_from_args(args: argparse.Namespace) -> ClusterAccess:
         context=_opt(args, "context") or None,
         kubeconfig=_opt(args, "kubeconfig") or None,
         request_timeout=float(_opt(args, "request_timeout") or DEFAULT_REQUEST_TIMEOUT),
+        metrics=MetricsAccess(
+            url=_opt(args, "prometheus") or "",
+            token_file=_opt(args, "prometheus_token_file") or "",
+            user=_opt(args, "prometheus_user") or "",
+            password_file=_opt(args, "prometheus_password_file") or "",
+            ca_file=_opt(args, "prometheus_ca") or "",
+            insecure=bool(_opt(args, "prometheus_insecure")),
+            window=str(_opt(args, "metrics_window") or "7d")),
     )
 
 

@@ -60,8 +60,11 @@ class Broker:
     def __init__(self, cluster: ClusterSource, node_sources: Sequence[NodeSource] = (), *,
                  timeout: float = DEFAULT_REQUEST_TIMEOUT, deadline: float | None = None,
                  node_timeout: float | None = None,
-                 node_keys: tuple[Key, ...] = NODE_KEYS) -> None:
+                 node_keys: tuple[Key, ...] = NODE_KEYS,
+                 pod_sources: Sequence[tuple[Key, Callable[[Evidence], Evidence]]] = ()) -> None:
         self.cluster = cluster
+        #: Keys answered from the pod alone by another service (Prometheus metrics).
+        self.pod_sources = tuple(pod_sources)
         self.node_sources = tuple(node_sources)
         self.timeout = timeout
         self.deadline = deadline if deadline is not None else 3 * timeout
@@ -69,7 +72,8 @@ class Broker:
         self.node_keys = node_keys
 
     def keys(self) -> tuple[Key, ...]:
-        return (Key.POD, *self.cluster.keys(), *self.node_keys)
+        return (Key.POD, *self.cluster.keys(), *self.node_keys,
+                *(k for k, _ in self.pod_sources))
 
     async def stream(self) -> AsyncGenerator[Evidence, None]:
         """Yield the pod, then every other key in the order they finish."""
@@ -98,7 +102,12 @@ class Broker:
                 node = await asyncio.shield(node_ready)
                 await queue.put(await self._node_key(executor, key, pod, node))
 
+            async def pod_key(key: Key, call: Callable[[Evidence], Evidence]) -> None:
+                await queue.put(await self._run(executor, key, partial(call, pod),
+                                                self.deadline))
+
             tasks = [asyncio.create_task(cluster_key(k)) for k in cluster_keys]
+            tasks += [asyncio.create_task(pod_key(k, c)) for k, c in self.pod_sources]
             tasks += [asyncio.create_task(node_key(k)) for k in self.node_keys]
             for _ in tasks:
                 yield await queue.get()

@@ -66,7 +66,17 @@ class LiveSession:
                                           KubeNodeLogSource(client)]
         via = f" via {resolved.via}" if resolved.via else ""
         # A node source connects (SSH, maybe through jump hosts) before it runs anything.
-        return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout),
+        from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
+
+        try:
+            prom = PrometheusSource(settings_from_access(cluster.metrics, timeout), kube=client)
+        except ValueError as exc:
+            from gputriage.errors import GputriageError
+
+            client.close()
+            raise GputriageError(f"--prometheus: {exc}", title="bad Prometheus option") from None
+        return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout,
+                          pod_sources=[(Key.PROMETHEUS, prom.collect)]),
                    context=config.context,
                    description=f"context {config.context} "
                                f"({resolved.namespace}/{resolved.pod}{via})",

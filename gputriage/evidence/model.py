@@ -54,6 +54,9 @@ class Key(enum.StrEnum):
     LSMOD = "lsmod"
     DEV_NVIDIA = "dev-nvidia"
     CONTAINERD_CONFIG = "containerd-config"
+    NVIDIA_TOPO = "nvidia-smi-topo"
+    NVLINK = "nvidia-smi-nvlink"
+    PROMETHEUS = "prometheus"
 
 
 #: Bundle file names accepted for each key, in order of preference. The first one is what
@@ -80,11 +83,15 @@ BUNDLE_FILES: dict[Key, tuple[str, ...]] = {
     Key.LSMOD: ("lsmod.txt",),
     Key.DEV_NVIDIA: ("dev-nvidia.txt",),
     Key.CONTAINERD_CONFIG: ("containerd-config.toml",),
+    Key.NVIDIA_TOPO: ("nvidia-smi-topo.txt",),
+    Key.NVLINK: ("nvidia-smi-nvlink.txt",),
+    Key.PROMETHEUS: ("prometheus.json",),
 }
 
 #: Keys whose content is a Kubernetes object or list (JSON or YAML).
 STRUCTURED_KEYS: frozenset[Key] = frozenset(
-    k for k, names in BUNDLE_FILES.items() if names[0].endswith(".json")
+    k for k, names in BUNDLE_FILES.items()
+    if names[0].endswith(".json") and k is not Key.PROMETHEUS  # query results, not an object
 )
 
 #: One line of words per key, for source status bars and "what to collect next" advice.
@@ -110,6 +117,9 @@ DESCRIPTIONS: dict[Key, str] = {
     Key.LSMOD: "loaded kernel modules (lsmod)",
     Key.DEV_NVIDIA: "device nodes (ls -l /dev/nvidia*)",
     Key.CONTAINERD_CONFIG: "containerd configuration",
+    Key.NVIDIA_TOPO: "GPU/CPU/NUMA topology (nvidia-smi topo -m)",
+    Key.NVLINK: "NVLink link status (nvidia-smi nvlink -s)",
+    Key.PROMETHEUS: "GPU metrics history from Prometheus (DCGM exporter)",
 }
 
 

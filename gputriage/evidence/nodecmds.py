@@ -150,6 +150,12 @@ def commands_for(key: Key, query: NodeQuery) -> tuple[NodeCommand, ...]:
             NodeCommand(key, ("nvidia-smi", "-q", "-x"), limit, newest=False, merge_stderr=True),
             NodeCommand(key, ("nvidia-smi", "-q"), limit, newest=False, merge_stderr=True),
         )
+    if key is Key.NVIDIA_TOPO:
+        return (NodeCommand(key, ("nvidia-smi", "topo", "-m"), limit, newest=False,
+                            merge_stderr=True),)
+    if key is Key.NVLINK:
+        return (NodeCommand(key, ("nvidia-smi", "nvlink", "-s"), limit, newest=False,
+                            merge_stderr=True),)
     if key is Key.LSMOD:
         return (NodeCommand(key, ("lsmod",), limit, newest=False),)
     if key is Key.DEV_NVIDIA:

@@ -23,6 +23,8 @@ NODE_KEYS: tuple[Key, ...] = (
     Key.LSMOD,
     Key.DEV_NVIDIA,
     Key.CONTAINERD_CONFIG,
+    Key.NVIDIA_TOPO,
+    Key.NVLINK,
 )
 #: What the API tells about a node without a pod (``gputriage node``), in the order a broker
 #: starts them.

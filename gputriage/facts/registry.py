@@ -35,10 +35,13 @@ def builders() -> dict[str, GroupBuilder]:
         device_plugin,
         dra,
         events,
+        gpu_perf,
+        gpu_topology,
         gpus,
         host,
         kernel,
         kubelet,
+        metrics,
         node,
         owner_events,
         pod,
@@ -61,6 +64,9 @@ def builders() -> dict[str, GroupBuilder]:
         "device_plugin": device_plugin,
         "kubelet": kubelet,
         "container_log": container_log,
+        "gpu_perf": gpu_perf,
+        "metrics": metrics,
+        "gpu_topology": gpu_topology,
     }
 
 

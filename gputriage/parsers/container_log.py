@@ -92,6 +92,9 @@ SIGNATURES: tuple[Signature, ...] = (
          r"|cudaErrorIllegalAddress"),
     _sig("ecc_uncorrectable", "CUDA reported an uncorrectable ECC error on the GPU",
          r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE"),
+    _sig("cuda_system_not_ready", "CUDA error 802, system not yet initialized: on NVSwitch "
+         "systems the Fabric Manager has not registered the GPUs",
+         r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"),
 )
 
 #: Signature ids that mean "the GPU ran out of memory".

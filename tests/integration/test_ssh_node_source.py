@@ -53,6 +53,9 @@ def test_every_node_key_through_the_proxyjump_bastion(lab: SshLab, dials: list) 
     assert smi.format == "xml" and smi.source.endswith("nvidia-smi -q -x")
     assert "<uuid>GPU-4a1b7c2e-9d3f-5e6a-8b0c-1d2e3f4a5b6c</uuid>" in smi.raw
     assert "nvidia_uvm           1531904  0" in ev[Key.LSMOD].raw
+    assert ev[Key.NVIDIA_TOPO].source.endswith("nvidia-smi topo -m")
+    assert "GPU1\tSYS\t X \t24-47\t1" in ev[Key.NVIDIA_TOPO].raw
+    assert ev[Key.NVLINK].source.endswith("nvidia-smi nvlink -s")
     dev = ev[Key.DEV_NVIDIA]
     if not glob.glob("/dev/nvidia*"):  # the lab node is this machine: no GPU device nodes
         assert "cannot access '/dev/nvidia*': No such file or directory" in dev.raw
@@ -63,7 +66,8 @@ def test_every_node_key_through_the_proxyjump_bastion(lab: SshLab, dials: list) 
         assert "cat /etc/containerd/config.toml: cat: /etc/containerd/config.toml: No such " \
                "file or directory" in containerd.detail
         assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in containerd.raw
-        assert len(lab.node.commands()) == 8  # one per key, but containerd took three tries
+        # one per key, but containerd took three tries
+        assert len(lab.node.commands()) == len(NODE_KEYS) + 2
 
     # Only the bastion was dialled; the node's private InternalIP and its sshd port never were.
     assert dials == [("127.0.0.1", lab.bastion.port)]

@@ -44,6 +44,8 @@ class Cluster:
     logs: dict[tuple[str, str, str, bool], str] = field(default_factory=dict)
     #: (node, service) -> journal text served by the node log query
     node_logs: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: (namespace, "name:port") -> the upstream base URL the service proxy forwards GETs to.
+    service_upstreams: dict[tuple[str, str], str] = field(default_factory=dict)
     _sorted: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     _rv: int = 1000
 
@@ -109,6 +111,11 @@ class Cluster:
 
     def add_node_log(self, node: str, service: str, text: str) -> Cluster:
         self.node_logs[(node, service)] = text
+        return self
+
+    def add_service_proxy(self, namespace: str, name: str, port: int, upstream: str) -> Cluster:
+        """Serve ``/api/v1/namespaces/NS/services/NAME:PORT/proxy/...`` from ``upstream``."""
+        self.service_upstreams[(namespace, f"{name}:{port}")] = upstream.rstrip("/")
         return self
 
 

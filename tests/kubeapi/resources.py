@@ -38,7 +38,7 @@ class Resource:
         if self.short_names:
             entry["shortNames"] = list(self.short_names)
         subs = [{"name": f"{self.plural}/{sub}", "singularName": "", "namespaced": self.namespaced,
-                 "kind": "Pod" if sub == "log" else "NodeProxyOptions", "verbs": ["get"]}
+                 "kind": "Pod" if sub == "log" else f"{self.kind}ProxyOptions", "verbs": ["get"]}
                 for sub in self.subresources]
         return [entry, *subs]
 
@@ -48,6 +48,7 @@ CORE: tuple[Resource, ...] = (
     Resource("", "v1", "events", "event", "Event", True, ("ev",)),
     Resource("", "v1", "nodes", "node", "Node", False, ("no",), ("proxy",)),
     Resource("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",)),
+    Resource("", "v1", "services", "service", "Service", True, ("svc",), ("proxy",)),
     Resource("", "v1", "resourcequotas", "resourcequota", "ResourceQuota", True, ("quota",)),
 )
 

@@ -405,6 +405,8 @@ class KubeAPI:
             return self._pod_log(attrs, query)
         if attrs.subresource == "proxy" and r.plural == "nodes":
             return self._node_proxy(attrs, query)
+        if attrs.subresource == "proxy" and r.plural == "services":
+            return self._service_proxy(attrs, query)
         if attrs.subresource:
             return _not_found_path()
         if attrs.name:
@@ -525,6 +527,24 @@ class KubeAPI:
                                                   f"is waiting to start: {reason}")
             text = ""
         return _Reply(200, _tail(text, query).encode(), "text/plain")
+
+    def _service_proxy(self, attrs: _Attrs, query: Mapping[str, list[str]]) -> _Reply:
+        """GET forwarded to a registered upstream on 127.0.0.1 (a real Prometheus in tests)."""
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        upstream = self.cluster.service_upstreams.get((attrs.namespace, attrs.name))
+        if upstream is None:
+            return _status(503, "ServiceUnavailable",
+                           f'no endpoints available for service "{attrs.name}"')
+        url = (f"{upstream}/{'/'.join(attrs.rest)}?"
+               f"{urllib.parse.urlencode(query, doseq=True)}")
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                return _Reply(r.status, r.read(), r.headers.get_content_type())
+        except urllib.error.HTTPError as exc:
+            return _Reply(exc.code, exc.read(), "application/json")
 
     def _node_proxy(self, attrs: _Attrs, query: Mapping[str, list[str]]) -> _Reply:
         if self.cluster.get("", "nodes", "", attrs.name) is None:

@@ -93,7 +93,7 @@ def test_shipped_router_is_valid_against_the_registered_fact_fields() -> None:
     # Every other way out of the router is a hand-off to a family playbook.
     handoffs = {t.playbook for s in book.steps.values() for t in s.targets()
                 if not t.conclude and t.playbook != "triage"}
-    assert handoffs == {"create", "lost-card", "oom", "oom-cpu", "pending"}
+    assert handoffs == {"create", "lost-card", "oom", "pending", "slow"}
 
 
 def test_the_signature_branches_are_written_once(books: PlaybookSet) -> None:
@@ -267,7 +267,7 @@ def test_running_pod_asks_what_is_wrong(books: PlaybookSet) -> None:
     assert t.question is not None and t.question.ref == "triage/symptom"
     assert [c.value for c in t.question.choices] == ["hangs", "slow", "gpu-errors"]
     assert [c.target for c in t.question.choices] == [
-        "lost-card/reachable", "oom-cpu/cpu-limit", "finding:triage.gpu-errors-in-log"]
+        "lost-card/reachable", "slow/admission", "finding:triage.gpu-errors-in-log"]
     t = router(books, facts, answers={"triage/symptom": "gpu-errors"})
     (finding,) = t.findings
     assert finding.id == "triage.gpu-errors-in-log"
