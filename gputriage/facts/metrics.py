@@ -180,8 +180,8 @@ def _facts(doc: PromDocument, ev: Evidence, target: Target) -> FactGroup:
     start = float(header.get("start") or 0)
     days = max(1, min(90, round((end - start) / 86400))) if end > start else 0
     per_day = [0] * days
-    for e in _by_gpu(xq.series):
-        for run in episodes(e.points, xq.step):
+    for gpu_series in _by_gpu(xq.series):
+        for run in episodes(gpu_series.points, xq.step):
             back = int((end - run.start) // 86400)
             if 0 <= back < days:
                 per_day[days - 1 - back] += 1
