@@ -35,6 +35,19 @@ def add_node_access_arguments(p: argparse.ArgumentParser) -> None:
                    help="time window for journals and kernel logs (default: 2h)")
     g.add_argument("--local", action="store_true",
                    help="gputriage runs on the node itself: read NVML and logs locally")
+    g.add_argument("--nodes", type=_node_limit, default=3, metavar="K",
+                   help="for a Pending pod: read node evidence from at most K of the GPU nodes "
+                        "it could land on, the troubled ones first (default: 3; 0: none)")
+
+
+def _node_limit(value: str) -> int:
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--nodes wants a whole number, got {value!r}") from None
+    if not 0 <= k <= 64:
+        raise argparse.ArgumentTypeError(f"--nodes wants 0 to 64, got {k}")
+    return k
 
 
 def add_playbook_arguments(p: argparse.ArgumentParser) -> None:

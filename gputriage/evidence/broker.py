@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
@@ -48,6 +48,18 @@ class ClusterSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """A key collected once the pod and the cluster keys it ``needs`` have landed (candidate
+    nodes of an unscheduled pod need the node list). ``collect(pod, needed)`` is blocking,
+    bounded, never raises; it is awaited for ``deadline`` seconds."""
+
+    key: Key
+    needs: tuple[Key, ...]
+    collect: Callable[[Evidence, Mapping[Key, Evidence]], Evidence]
+    deadline: float
+
+
 class Broker:
     """Concurrent collection from one cluster source and a list of node sources.
 
@@ -59,8 +71,10 @@ class Broker:
     def __init__(self, cluster: ClusterSource, node_sources: Sequence[NodeSource] = (), *,
                  timeout: float = 10.0, deadline: float | None = None,
                  node_timeout: float | None = None,
-                 node_keys: tuple[Key, ...] = NODE_KEYS) -> None:
+                 node_keys: tuple[Key, ...] = NODE_KEYS,
+                 followups: Sequence[FollowUp] = ()) -> None:
         self.cluster = cluster
+        self.followups = tuple(followups)
         self.node_sources = tuple(node_sources)
         self.timeout = timeout
         self.deadline = deadline if deadline is not None else 3 * timeout
@@ -68,7 +82,8 @@ class Broker:
         self.node_keys = node_keys
 
     def keys(self) -> tuple[Key, ...]:
-        return (Key.POD, *self.cluster.keys(), *self.node_keys)
+        return (Key.POD, *self.cluster.keys(), *self.node_keys,
+                *(f.key for f in self.followups))
 
     async def stream(self) -> AsyncGenerator[Evidence, None]:
         """Yield the pod, then every other key in the order they finish."""
@@ -86,12 +101,22 @@ class Broker:
             if Key.NODE not in cluster_keys:
                 node_ready.set_result(None)
 
+            landed: dict[Key, asyncio.Future[Evidence]] = {
+                k: asyncio.get_running_loop().create_future() for k in cluster_keys}
+
             async def cluster_key(key: Key) -> None:
                 ev = await self._run(executor, key, partial(self.cluster.collect, key, pod),
                                      self.deadline)
                 if key is Key.NODE and not node_ready.done():
                     node_ready.set_result(ev)
+                if not landed[key].done():
+                    landed[key].set_result(ev)
                 await queue.put(ev)
+
+            async def followup(f: FollowUp) -> None:
+                needed = {k: await asyncio.shield(landed[k]) for k in f.needs if k in landed}
+                await queue.put(await self._run(executor, f.key, partial(f.collect, pod, needed),
+                                                f.deadline))
 
             async def node_key(key: Key) -> None:
                 node = await asyncio.shield(node_ready)
@@ -99,6 +124,7 @@ class Broker:
 
             tasks = [asyncio.create_task(cluster_key(k)) for k in cluster_keys]
             tasks += [asyncio.create_task(node_key(k)) for k in self.node_keys]
+            tasks += [asyncio.create_task(followup(f)) for f in self.followups]
             for _ in tasks:
                 yield await queue.get()
         finally:

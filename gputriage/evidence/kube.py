@@ -532,13 +532,17 @@ class KubeSource:
         return replace(ev, detail=f"{ev.detail}; {note}") if ev.ok else ev
 
     def _device_plugin_log(self, pod: PodView) -> Evidence:
-        key = Key.DEVICE_PLUGIN_LOG
         if not pod.node:
-            return self._unscheduled(key)
+            return self._unscheduled(Key.DEVICE_PLUGIN_LOG)
+        return self.device_plugin_log_on(pod.node)
+
+    def device_plugin_log_on(self, node: str) -> Evidence:
+        """The log of the device-plugin pod on ``node`` (any node: candidate nodes too)."""
+        key = Key.DEVICE_PLUGIN_LOG
         found: Mapping[str, Any] | None = None
         for selector in DEVICE_PLUGIN_SELECTORS:
             reply, data = self.client.list_all("/api/v1/pods", {
-                "labelSelector": selector, "fieldSelector": f"spec.nodeName={pod.node}"})
+                "labelSelector": selector, "fieldSelector": f"spec.nodeName={node}"})
             if data is None:
                 return failed(key, reply, "finding the device-plugin pod: ")
             candidates = [p for p in data.get("items") or [] if isinstance(p, dict)]
@@ -549,9 +553,9 @@ class KubeSource:
                 break
         if found is None:
             return Evidence(key, Status.UNAVAILABLE,
-                            f"no device-plugin pod runs on node {pod.node} (looked for pods "
+                            f"no device-plugin pod runs on node {node} (looked for pods "
                             f"labelled {', '.join(DEVICE_PLUGIN_SELECTORS)})", "",
-                            shown("/api/v1/pods", {"fieldSelector": f"spec.nodeName={pod.node}"}))
+                            shown("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"}))
         plugin = PodView(found)
         containers = [str(c.get("name")) for c in (found.get("spec") or {}).get("containers")
                       or [] if isinstance(c, dict) and c.get("name")]

@@ -15,12 +15,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from gputriage.evidence.broker import Broker
+from gputriage.evidence.broker import Broker, FollowUp
 from gputriage.evidence.model import Evidence, EvidenceSet, Key
 from gputriage.evidence.nodes import node_source_from_args, parse_node_addresses
 from gputriage.evidence.sources import NodeSource
+
+if TYPE_CHECKING:
+    from gputriage.evidence.kube import KubeSource
 
 
 class LiveSession:
@@ -67,8 +71,10 @@ class LiveSession:
         node_sources: list[NodeSource] = [*([configured] if configured else []),
                                           KubeNodeLogSource(client)]
         via = f" via {target.via}" if target.via else ""
+        followups = [candidate_followup(source, node_sources, overrides, args, timeout)]
         # A node source connects (SSH, maybe through jump hosts) before it runs anything.
-        return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout),
+        return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout,
+                          followups=followups),
                    context=config.context,
                    description=f"context {config.context} ({target.namespace}/{target.pod}{via})",
                    notice=target.notice, namespace=target.namespace, pod=target.pod,
@@ -111,3 +117,30 @@ class LiveSession:
                 close()
             except Exception:  # closing must not hide the result of the triage
                 continue
+
+
+# -- hook: candidate nodes of an unscheduled pod (issue 13) ----------------------------------
+
+
+def candidate_followup(source: KubeSource, node_sources: Sequence[NodeSource],
+                       overrides: Mapping[str, str], args: argparse.Namespace,
+                       timeout: float) -> FollowUp:
+    """Once the pod and the node list have landed: for an unscheduled pod, node evidence from
+    the candidate nodes that show trouble (at most ``--nodes``, default 3)."""
+    from gputriage.evidence.candidates import DEFAULT_LIMIT, collect_candidates
+
+    limit = getattr(args, "nodes", None)
+    limit = DEFAULT_LIMIT if limit is None else int(limit)
+    since = str(getattr(args, "since", None) or "2h")
+    node_timeout = 2 * timeout
+
+    def collect(pod: Evidence, needed: Mapping[Key, Evidence]) -> Evidence:
+        return collect_candidates(
+            pod, needed.get(Key.NODES) or Evidence.missing(Key.NODES), needed.get(Key.NODE_PODS),
+            node_sources=node_sources, plugin_log=source.device_plugin_log_on,
+            overrides=overrides, since=since, limit=limit, timeout=node_timeout,
+            max_bytes=source.node_max_bytes)
+
+    # Reading waits for the node list (one API deadline), then each candidate node key.
+    deadline = 3 * timeout + (len(node_sources) + 1) * (node_timeout + 1.0) + 2.0
+    return FollowUp(Key.CANDIDATES, (Key.NODES, Key.NODE_PODS), collect, deadline)

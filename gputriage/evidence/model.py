@@ -49,6 +49,9 @@ class Key(enum.StrEnum):
     LSMOD = "lsmod"
     DEV_NVIDIA = "dev-nvidia"
     CONTAINERD_CONFIG = "containerd-config"
+    #: For an unscheduled pod: the GPU nodes it could land on that show trouble, and their
+    #: node-level evidence (``candidate-nodes.json`` plus ``nodes/<name>/``).
+    CANDIDATES = "candidate-nodes"
 
 
 #: Bundle file names accepted for each key, in order of preference. The first one is what
@@ -75,6 +78,7 @@ BUNDLE_FILES: dict[Key, tuple[str, ...]] = {
     Key.LSMOD: ("lsmod.txt",),
     Key.DEV_NVIDIA: ("dev-nvidia.txt",),
     Key.CONTAINERD_CONFIG: ("containerd-config.toml",),
+    Key.CANDIDATES: ("candidate-nodes.json",),
 }
 
 #: Keys whose content is a Kubernetes object or list (JSON or YAML).
@@ -105,6 +109,7 @@ DESCRIPTIONS: dict[Key, str] = {
     Key.LSMOD: "loaded kernel modules (lsmod)",
     Key.DEV_NVIDIA: "device nodes (ls -l /dev/nvidia*)",
     Key.CONTAINERD_CONFIG: "containerd configuration",
+    Key.CANDIDATES: "candidate nodes of an unscheduled pod, with their node-level evidence",
 }
 
 

@@ -28,6 +28,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "gputriage.facts.device_plugin",
     "gputriage.facts.kubelet",
     "gputriage.facts.container_log",
+    "gputriage.facts.candidates",
 )
 
 
