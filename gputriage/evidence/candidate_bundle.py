@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gputriage.evidence.candidates import CANDIDATE_KEYS, NODE_EVIDENCE, source_record
+from gputriage.evidence.candidate_model import CANDIDATE_KEYS, NODE_EVIDENCE, source_record
 from gputriage.evidence.model import BUNDLE_FILES, Evidence, Key, Status
 
 NODES_DIR = "nodes"
@@ -78,7 +78,8 @@ def write_node_files(ev: Evidence, root: Path, name_for: Callable[[Evidence], st
     import json
 
     data = ev.data if ev.ok and isinstance(ev.data, dict) else {}
-    per_node = data.get(NODE_EVIDENCE) if isinstance(data.get(NODE_EVIDENCE), dict) else {}
+    found = data.get(NODE_EVIDENCE)
+    per_node: dict[str, dict[str, Evidence]] = found if isinstance(found, dict) else {}
     document = {k: v for k, v in data.items() if k != NODE_EVIDENCE}
     written: list[Path] = []
     items = []

@@ -16,7 +16,8 @@ The result is one :class:`Evidence` for :data:`Key.CANDIDATES`: ``raw`` is the J
 ``collect`` writes as ``candidate-nodes.json`` (which nodes were examined and why, which were
 not, how every source went); ``data`` is that document plus, under :data:`NODE_EVIDENCE`, the
 per-node :class:`Evidence` objects (in memory only; a bundle keeps them under
-``nodes/<name>/``, :mod:`gputriage.evidence.candidate_bundle`).
+``nodes/<name>/``, :mod:`gputriage.evidence.candidate_bundle`); the shape is in
+:mod:`gputriage.evidence.candidate_model`.
 """
 
 from __future__ import annotations
@@ -29,21 +30,23 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputriage.evidence.candidate_model import (
+    API_VERSION,
+    KIND,
+    NODE_EVIDENCE,
+    NODE_KEYS,
+    node_evidence,
+    source_record,
+)
 from gputriage.evidence.model import DESCRIPTIONS, Evidence, EvidenceSet, Key, Status
 from gputriage.evidence.nodes import node_address
 from gputriage.evidence.sources import NodeQuery, NodeSource
 
-#: ``kind`` of ``candidate-nodes.json``.
-KIND = "CandidateNodeList"
-API_VERSION = "gputriage/v1"
-#: Key of ``Evidence.data`` holding ``{node: {key value: Evidence}}`` (never serialised).
-NODE_EVIDENCE = "_node_evidence"
+__all__ = ["API_VERSION", "KIND", "NODE_EVIDENCE", "Candidate", "Selection",
+           "candidates_document", "collect_candidates", "node_evidence", "select_candidates"]
+
 #: How many troubled candidate nodes are read by default (``--nodes K``).
 DEFAULT_LIMIT = 3
-#: Node keys read from each examined candidate over the node sources.
-NODE_KEYS: tuple[Key, ...] = (Key.DMESG, Key.NVIDIA_SMI, Key.KUBELET_LOG)
-#: All keys an examined candidate may have (the device-plugin log comes from the API).
-CANDIDATE_KEYS: tuple[Key, ...] = (*NODE_KEYS, Key.DEVICE_PLUGIN_LOG)
 #: Taints a node gets for its conditions (not-ready, unreachable...): they say the node is
 #: in trouble, they do not make it a node the pod was never meant for.
 _CONDITION_TAINT = "node.kubernetes.io/"
@@ -75,7 +78,8 @@ def select_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | None
                       limit: int = DEFAULT_LIMIT) -> Selection:
     """The GPU nodes ``pod`` could land on, the troubled ones first, at most ``limit`` of
     them to examine. Pure: reads only the evidence given."""
-    from gputriage.facts import cluster, pod as pod_facts
+    from gputriage.facts import cluster
+    from gputriage.facts import pod as pod_facts
     from gputriage.facts.build import target_of
 
     if not nodes.ok:
@@ -287,11 +291,6 @@ def candidates_document(selection: Selection, per_node: Mapping[str, Mapping[str
             "items": items, "notExamined": selection.skipped}
 
 
-def source_record(ev: Evidence, file: str | None = None) -> dict[str, Any]:
-    return {"status": ev.status.value, "detail": ev.detail, "source": ev.source,
-            "file": file}
-
-
 def _node_job(key: Key, query: NodeQuery, sources: Sequence[NodeSource],
               timeout: float) -> Callable[[], Evidence]:
     def run() -> Evidence:
@@ -323,10 +322,3 @@ def _never_raises(key: Key, fn: Callable[[], Evidence]) -> Evidence:
         return Evidence(key, Status.ERROR, f"internal error: the source answered "
                                            f"{type(ev).__name__}")
     return ev
-
-
-def node_evidence(ev: Evidence) -> dict[str, dict[str, Evidence]]:
-    """``{node: {key value: Evidence}}`` of a CANDIDATES evidence ({} when none)."""
-    data = ev.data if ev.ok and isinstance(ev.data, dict) else {}
-    found = data.get(NODE_EVIDENCE)
-    return found if isinstance(found, dict) else {}

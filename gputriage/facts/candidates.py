@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gputriage.evidence.candidate_model import node_evidence
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, LineRef
 from gputriage.facts import device_plugin, gpus, kernel
 from gputriage.facts.model import (
@@ -70,8 +71,6 @@ SPEC = GroupSpec(
 
 
 def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup]) -> FactGroup:
-    from gputriage.evidence.candidates import node_evidence
-
     ev = evidence.get_or_missing(Key.CANDIDATES)
     if not ev.ok or not isinstance(ev.data, dict):
         return unknown(SPEC, reason_for(ev) if not ev.ok

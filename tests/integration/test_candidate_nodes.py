@@ -33,6 +33,11 @@ def only_candidate_lost_a_gpu(cl: Cluster) -> None:
                "Pod's node affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: "
                "present}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
                "scheduling.")
+    # The plugin names the same GPU the kernel log does (fixture consistency).
+    plugin = cl.get("", "pods", "gpu-operator", "nvidia-device-plugin-daemonset-4e7f7")
+    assert plugin is not None
+    cl.add_log(plugin, c.XID_PLUGIN_LOG.replace("GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8",
+                                                LOST_UUID), container="nvidia-device-plugin")
     pod = c.pod(PENDING, gpus=8, unschedulable=message)
     cl.add(pod, c.event(pod, "FailedScheduling", message, count=5, minutes=12))
 
