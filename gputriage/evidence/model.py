@@ -52,6 +52,9 @@ class Key(enum.StrEnum):
     #: For an unscheduled pod: the GPU nodes it could land on that show trouble, and their
     #: node-level evidence (``candidate-nodes.json`` plus ``nodes/<name>/``).
     CANDIDATES = "candidate-nodes"
+    #: The kubelet's device-manager checkpoint: which device IDs (GPU UUIDs, MIG devices) each
+    #: container of each pod on the node was given.
+    DEVICE_CHECKPOINT = "device-checkpoint"
 
 
 #: Bundle file names accepted for each key, in order of preference. The first one is what
@@ -79,6 +82,7 @@ BUNDLE_FILES: dict[Key, tuple[str, ...]] = {
     Key.DEV_NVIDIA: ("dev-nvidia.txt",),
     Key.CONTAINERD_CONFIG: ("containerd-config.toml",),
     Key.CANDIDATES: ("candidate-nodes.json",),
+    Key.DEVICE_CHECKPOINT: ("kubelet_internal_checkpoint",),
 }
 
 #: Keys whose content is a Kubernetes object or list (JSON or YAML).
@@ -110,6 +114,8 @@ DESCRIPTIONS: dict[Key, str] = {
     Key.DEV_NVIDIA: "device nodes (ls -l /dev/nvidia*)",
     Key.CONTAINERD_CONFIG: "containerd configuration",
     Key.CANDIDATES: "candidate nodes of an unscheduled pod, with their node-level evidence",
+    Key.DEVICE_CHECKPOINT: "the kubelet's device-plugin checkpoint on the node "
+                           "(/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)",
 }
 
 

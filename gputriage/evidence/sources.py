@@ -22,6 +22,7 @@ NODE_KEYS: tuple[Key, ...] = (
     Key.LSMOD,
     Key.DEV_NVIDIA,
     Key.CONTAINERD_CONFIG,
+    Key.DEVICE_CHECKPOINT,
 )
 
 

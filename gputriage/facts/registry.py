@@ -29,6 +29,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "gputriage.facts.kubelet",
     "gputriage.facts.container_log",
     "gputriage.facts.candidates",
+    "gputriage.facts.gpu_assignment",
 )
 
 

@@ -73,6 +73,10 @@ def render_markdown(s: dict[str, Any]) -> str:
             out.append("References: " + ", ".join(f["references"]))
             out.append("")
 
+    from gputriage.report.gpu_section import render_gpu_markdown  # issue 13
+
+    out += render_gpu_markdown(s.get("gpus") or {}, _cell)
+
     out += ["", "## How we got here", ""]
     for i, visit in enumerate(s["walk"], 1):
         line = f"{i}. **{visit['title']}** → `{visit['target'] or 'waiting'}`"

@@ -18,6 +18,7 @@ from gputriage import __version__
 from gputriage.evidence.model import DESCRIPTIONS, EvidenceSet, Key, LineRef, Status
 from gputriage.facts.model import FactSet
 from gputriage.playbook.transcript import Transcript, Visit
+from gputriage.report.gpu_section import gpu_section
 from gputriage.report.notes import Note
 from gputriage.report.redact import redact_obj
 from gputriage.textsafe import inert
@@ -72,6 +73,7 @@ def build_summary(
         ],
         "excerpts": excerpts(transcript),
         "warnings": list(transcript.warnings),
+        "gpus": gpu_section(facts),  # issue 13: pod <-> GPU, candidate nodes
     }
     summary["unreadable"] = [s for s in summary["sources"] if s["status"] != Status.OK.value]
     return _clean(summary)
