@@ -37,6 +37,7 @@ EXPECTED_KIND: dict[Key, str] = {
     Key.RESOURCE_SLICES: "ResourceSliceList",
     Key.DEVICE_CLASSES: "DeviceClassList",
     Key.CANDIDATES: "CandidateNodeList",
+    Key.GPU_OPERATOR: "GpuOperatorState",
 }
 
 META_FILE = "meta.json"

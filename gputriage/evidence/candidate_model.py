@@ -21,7 +21,7 @@ NODE_EVIDENCE = "_node_evidence"
 #: Node keys read from each examined candidate over the node sources.
 NODE_KEYS: tuple[Key, ...] = (Key.DMESG, Key.NVIDIA_SMI, Key.KUBELET_LOG)
 #: All keys an examined candidate may have (the device-plugin log comes from the API).
-CANDIDATE_KEYS: tuple[Key, ...] = (*NODE_KEYS, Key.DEVICE_PLUGIN_LOG)
+CANDIDATE_KEYS: tuple[Key, ...] = (*NODE_KEYS, Key.DEVICE_PLUGIN_LOG, Key.GPU_OPERATOR)
 
 
 def source_record(ev: Evidence, file: str | None = None) -> dict[str, Any]:

@@ -222,6 +222,7 @@ def unavailable(detail: str, source: str = "") -> Evidence:
 
 def collect_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | None, *,
                        node_sources: Sequence[NodeSource], plugin_log: PluginLog | None,
+                       operator: PluginLog | None = None,
                        overrides: Mapping[str, str], since: str = "2h", limit: int = DEFAULT_LIMIT,
                        timeout: float = 10.0, max_bytes: int = 4 * 1024 * 1024) -> Evidence:
     """Select the candidate nodes of an unscheduled ``pod`` and read the troubled ones.
@@ -249,6 +250,9 @@ def collect_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | Non
         if plugin_log is not None:
             jobs.append((cand.name, Key.DEVICE_PLUGIN_LOG,
                          lambda name=cand.name: plugin_log(name)))  # type: ignore[misc]
+        if operator is not None:
+            jobs.append((cand.name, Key.GPU_OPERATOR,
+                         lambda name=cand.name: operator(name)))  # type: ignore[misc]
     started = time.monotonic()
     if jobs:
         pool = ThreadPoolExecutor(max_workers=min(16, len(jobs)),

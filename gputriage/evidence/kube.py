@@ -37,6 +37,7 @@ CLUSTER_KEYS: tuple[Key, ...] = (
     Key.EVENTS, Key.NODE, Key.CONTAINER_LOG, Key.CONTAINER_LOG_PREVIOUS, Key.OWNER_EVENTS,
     Key.QUOTA, Key.NODE_EVENTS, Key.NODE_PODS, Key.DEVICE_PLUGIN_LOG, Key.NODES,
     Key.RUNTIME_CLASSES, Key.RESOURCE_CLAIMS, Key.RESOURCE_SLICES, Key.DEVICE_CLASSES,
+    Key.GPU_OPERATOR,
 )
 
 #: Labels NVIDIA's device plugin carries: GPU Operator, Helm chart, static manifest, GKE.
@@ -311,6 +312,7 @@ class KubeSource:
             Key.RESOURCE_SLICES: lambda p: self._dra_list(Key.RESOURCE_SLICES, "resourceslices"),
             Key.DEVICE_CLASSES: lambda p: self._dra_list(Key.DEVICE_CLASSES, "deviceclasses"),
             Key.DEVICE_PLUGIN_LOG: self._device_plugin_log,
+            Key.GPU_OPERATOR: self._gpu_operator,
             Key.CONTAINER_LOG: lambda p: self._container_log(p, previous=False),
             Key.CONTAINER_LOG_PREVIOUS: lambda p: self._container_log(p, previous=True),
         }
@@ -535,6 +537,17 @@ class KubeSource:
         if not pod.node:
             return self._unscheduled(Key.DEVICE_PLUGIN_LOG)
         return self.device_plugin_log_on(pod.node)
+
+    def _gpu_operator(self, pod: PodView) -> Evidence:
+        if not pod.node:
+            return self._unscheduled(Key.GPU_OPERATOR)
+        return self.gpu_operator_on(pod.node)
+
+    def gpu_operator_on(self, node: str) -> Evidence:
+        """The GPU Operator's component pods on ``node``, validator logs, ClusterPolicy."""
+        from gputriage.evidence.operator import collect_operator
+
+        return collect_operator(self.client, node)
 
     def device_plugin_log_on(self, node: str) -> Evidence:
         """The log of the device-plugin pod on ``node`` (any node: candidate nodes too)."""

@@ -138,6 +138,7 @@ def candidate_followup(source: KubeSource, node_sources: Sequence[NodeSource],
         return collect_candidates(
             pod, needed.get(Key.NODES) or Evidence.missing(Key.NODES), needed.get(Key.NODE_PODS),
             node_sources=node_sources, plugin_log=source.device_plugin_log_on,
+            operator=source.gpu_operator_on,
             overrides=overrides, since=since, limit=limit, timeout=node_timeout,
             max_bytes=source.node_max_bytes)
 

@@ -55,6 +55,8 @@ class Key(enum.StrEnum):
     #: The kubelet's device-manager checkpoint: which device IDs (GPU UUIDs, MIG devices) each
     #: container of each pod on the node was given.
     DEVICE_CHECKPOINT = "device-checkpoint"
+    #: The NVIDIA GPU Operator on the node: component pods, validator logs, ClusterPolicy.
+    GPU_OPERATOR = "gpu-operator"
 
 
 #: Bundle file names accepted for each key, in order of preference. The first one is what
@@ -83,6 +85,7 @@ BUNDLE_FILES: dict[Key, tuple[str, ...]] = {
     Key.CONTAINERD_CONFIG: ("containerd-config.toml",),
     Key.CANDIDATES: ("candidate-nodes.json",),
     Key.DEVICE_CHECKPOINT: ("kubelet_internal_checkpoint",),
+    Key.GPU_OPERATOR: ("gpu-operator.json",),
 }
 
 #: Keys whose content is a Kubernetes object or list (JSON or YAML).
@@ -116,6 +119,8 @@ DESCRIPTIONS: dict[Key, str] = {
     Key.CANDIDATES: "candidate nodes of an unscheduled pod, with their node-level evidence",
     Key.DEVICE_CHECKPOINT: "the kubelet's device-plugin checkpoint on the node "
                            "(/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)",
+    Key.GPU_OPERATOR: "the GPU Operator on the node (component pods, validator logs, "
+                      "ClusterPolicy)",
 }
 
 

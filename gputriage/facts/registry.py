@@ -30,6 +30,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "gputriage.facts.container_log",
     "gputriage.facts.candidates",
     "gputriage.facts.gpu_assignment",
+    "gputriage.facts.gpu_operator",
 )
 
 

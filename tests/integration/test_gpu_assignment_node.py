@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,77 @@ def test_node_without_nvidia_smi_or_operator_driver_says_so(
     assert smi["status"] == "unavailable"
     assert "nvidia-smi is not installed on the node" in smi["detail"]
     assert "/run/nvidia/driver" in smi["detail"] and "No such file or directory" in smi["detail"]
+
+
+# -- the GPU Operator's components through the API -------------------------------------------
+
+#: toolkit-validation's failure as NVIDIA/gpu-operator#1374 reports it.
+TOOLKIT_FAILURE = ('time="2026-11-02T09:20:11Z" level=info msg="Error: error validating toolkit '
+                   'installation: exec: \\"nvidia-smi\\": executable file not found in $PATH"\n')
+
+
+def _operator_on_gpu_node_1(cl: Any) -> None:
+    from tests.kubeapi import cluster as c
+
+    driver = c.pod("nvidia-driver-daemonset-8x2lq", "gpu-operator", node="gpu-node-1", gpus=0,
+                   labels={"app": "nvidia-driver-daemonset"},
+                   containers=[c.container("nvidia-driver-ctr",
+                                           image="nvcr.io/nvidia/driver:550.127.08")],
+                   statuses=[c.running("nvidia-driver-ctr")])
+    inits = ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")
+    validator = c.pod("nvidia-operator-validator-4kq9z", "gpu-operator", node="gpu-node-1",
+                      gpus=0, labels={"app": "nvidia-operator-validator",
+                                      "app.kubernetes.io/part-of": "gpu-operator"},
+                      containers=[c.container("nvidia-operator-validator")],
+                      init_containers=[c.container(n) for n in inits],
+                      init_statuses=[
+                          {"name": "driver-validation", "ready": True, "restartCount": 0,
+                           "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+                          c.waiting("toolkit-validation", "CrashLoopBackOff", restarts=7),
+                          c.waiting("cuda-validation", "PodInitializing"),
+                          c.waiting("plugin-validation", "PodInitializing")],
+                      statuses=[c.waiting("nvidia-operator-validator", "PodInitializing")],
+                      phase="Pending")
+    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+              "metadata": {"name": "cluster-policy"}, "spec": {},
+              "status": {"state": "notReady", "namespace": "gpu-operator"}}
+    cl.add(driver, validator, policy)
+    cl.add_log(validator, TOOLKIT_FAILURE, container="toolkit-validation")
+
+
+def test_gpu_operator_components_and_validator_logs(kube_api: KubeAPI, kube_cluster: Any,
+                                                    kubeconfig: Path, tmp_path: Path) -> None:
+    from gputriage.evidence.live import LiveSession
+    from gputriage.evidence.model import Key
+    from gputriage.facts.build import build_facts
+    from tests.integration.conftest import node_overrides
+
+    _operator_on_gpu_node_1(kube_cluster)
+    from gputriage.cli import build_parser
+
+    args = build_parser().parse_args(["triage", "trainer-0", "-n", "ml", "--kubeconfig",
+                                      str(kubeconfig), "--ssh", "off",
+                                      *node_overrides(kube_cluster)])
+    session = LiveSession.from_args(args)
+    try:
+        evidence = session.collect_all()
+    finally:
+        session.close()
+    assert evidence[Key.GPU_OPERATOR].ok, evidence[Key.GPU_OPERATOR].detail
+    group = build_facts(evidence).groups["gpu_operator"]
+    v = group.values
+    assert v["present"] and v["driver_containerized"]
+    assert v["cluster_policy_state"] == "notReady"
+    by = {c["component"]: c for c in v["components"]}
+    assert set(by) == {"driver", "validator", "device-plugin"}
+    assert by["validator"]["waiting_reason"] == "CrashLoopBackOff"
+    assert by["validator"]["failed_inits"] == ["toolkit-validation", "cuda-validation",
+                                               "plugin-validation"]
+    assert "validator" in v["not_ready"] and "driver" not in v["not_ready"]
+    toolkit = next(f for f in v["validator_failures"] if f["container"] == "toolkit-validation")
+    assert 'executable file not found in $PATH' in toolkit["lines"][-1]
+    assert group.cites["validator_failures"]
+    # Only GETs, and the validator's log came through pods/log.
+    logs = [r for r in kube_api.requests if r.path.endswith("/log")
+            and r.param("container") == "toolkit-validation"]
+    assert logs and all(r.method == "GET" for r in kube_api.requests)

@@ -60,6 +60,8 @@ GROUPS: tuple[Resource, ...] = (
     Resource("batch", "v1", "cronjobs", "cronjob", "CronJob", True, ("cj",)),
     Resource("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", False),
     Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    # The NVIDIA GPU Operator's CRD (served with no objects unless a test adds one).
+    Resource("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", False),
 )
 
 

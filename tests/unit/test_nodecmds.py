@@ -228,7 +228,8 @@ def test_warnings_beside_output_and_clipped_output() -> None:
 def test_operator_driver_root_is_tried_when_the_host_has_no_nvidia_smi() -> None:
     """GPU Operator nodes: nvidia-smi lives in the driver container's root."""
     missing = RawResult(127, b"", b"gputriage: nvidia-smi: command not found\n")
-    xml = b"<?xml version=\"1.0\" ?>\n<nvidia_smi_log><attached_gpus>1</attached_gpus></nvidia_smi_log>\n"
+    xml = (b"<?xml version=\"1.0\" ?>\n"
+           b"<nvidia_smi_log><attached_gpus>1</attached_gpus></nvidia_smi_log>\n")
     ev, calls = run(Key.NVIDIA_SMI, [missing, missing, RawResult(0, xml, b"gputriage-rc=0\n")])
     assert calls[-1] == "chroot /run/nvidia/driver nvidia-smi -q -x"
     assert ev.ok and ev.format == "xml"
