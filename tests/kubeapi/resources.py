@@ -62,6 +62,8 @@ GROUPS: tuple[Resource, ...] = (
     Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     # The NVIDIA GPU Operator's CRD (served with no objects unless a test adds one).
     Resource("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", False),
+    # Kubeflow's training operator (served with no objects unless a test adds one).
+    Resource("kubeflow.org", "v1", "pytorchjobs", "pytorchjob", "PyTorchJob", True),
 )
 
 
