@@ -38,6 +38,7 @@ EXPECTED_KIND: dict[Key, str] = {
     Key.DEVICE_CLASSES: "DeviceClassList",
     Key.CANDIDATES: "CandidateNodeList",
     Key.GPU_OPERATOR: "GpuOperatorState",
+    Key.JOB_PODS: "JobPodList",
 }
 
 META_FILE = "meta.json"

@@ -37,7 +37,7 @@ CLUSTER_KEYS: tuple[Key, ...] = (
     Key.EVENTS, Key.NODE, Key.CONTAINER_LOG, Key.CONTAINER_LOG_PREVIOUS, Key.OWNER_EVENTS,
     Key.QUOTA, Key.NODE_EVENTS, Key.NODE_PODS, Key.DEVICE_PLUGIN_LOG, Key.NODES,
     Key.RUNTIME_CLASSES, Key.RESOURCE_CLAIMS, Key.RESOURCE_SLICES, Key.DEVICE_CLASSES,
-    Key.GPU_OPERATOR,
+    Key.GPU_OPERATOR, Key.JOB_PODS,
 )
 
 #: Labels NVIDIA's device plugin carries: GPU Operator, Helm chart, static manifest, GKE.
@@ -288,8 +288,10 @@ class KubeSource:
     def __init__(self, client: KubeClient, namespace: str, pod: str, *,
                  pod_evidence: Evidence | None = None,
                  node_overrides: Mapping[str, str] | None = None, since: str = "2h",
-                 node_max_bytes: int = 4 * 1024 * 1024) -> None:
+                 node_max_bytes: int = 4 * 1024 * 1024, job_selector: str = "") -> None:
         self.client = client
+        #: The label selector of every pod of a distributed job target ('' for one pod).
+        self.job_selector = job_selector
         self.namespace = namespace
         self.pod_name = pod
         self.node_overrides = dict(node_overrides or {})
@@ -313,6 +315,7 @@ class KubeSource:
             Key.DEVICE_CLASSES: lambda p: self._dra_list(Key.DEVICE_CLASSES, "deviceclasses"),
             Key.DEVICE_PLUGIN_LOG: self._device_plugin_log,
             Key.GPU_OPERATOR: self._gpu_operator,
+            Key.JOB_PODS: self._job_pods,
             Key.CONTAINER_LOG: lambda p: self._container_log(p, previous=False),
             Key.CONTAINER_LOG_PREVIOUS: lambda p: self._container_log(p, previous=True),
         }
@@ -537,6 +540,14 @@ class KubeSource:
         if not pod.node:
             return self._unscheduled(Key.DEVICE_PLUGIN_LOG)
         return self.device_plugin_log_on(pod.node)
+
+    def _job_pods(self, pod: PodView) -> Evidence:
+        if not self.job_selector:
+            return Evidence(Key.JOB_PODS, Status.UNAVAILABLE, "the target is one pod, not a "
+                                                              "distributed job", "", "kube")
+        from gputriage.evidence.job_pods import collect_job_pods
+
+        return collect_job_pods(self.client, pod.namespace, self.job_selector)
 
     def _gpu_operator(self, pod: PodView) -> Evidence:
         if not pod.node:

@@ -68,6 +68,8 @@ class ResolvedTarget:
     pod_evidence: Evidence
     via: str = ""  # "deploy/llm-serve" when the user named a workload
     notice: str = ""  # which pods the workload had and why this one
+    #: For a distributed job (issue 13): the label selector of all its pods, else ''.
+    job_selector: str = ""
 
 
 def resolve_target(client: KubeClient, namespace: str, ref: str) -> ResolvedTarget:
@@ -223,7 +225,8 @@ def _resolve_workload(client: KubeClient, namespace: str, workload: Workload,
     pod_reply, pod = fetch_pod(client, namespace, chosen)
     if not pod.ok:
         raise cannot_read(client, f"pod {namespace}/{chosen}", pod_reply)
-    return ResolvedTarget(namespace, chosen, pod, ref, notice)
+    return ResolvedTarget(namespace, chosen, pod, ref, notice,
+                          job_selector=selector if workload.kind in JOB_KINDS else "")
 
 
 def pod_state(pod: Mapping[str, Any]) -> tuple[int, str]:

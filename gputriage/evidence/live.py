@@ -66,7 +66,8 @@ class LiveSession:
         source = KubeSource(client, target.namespace, target.pod,
                             pod_evidence=target.pod_evidence,
                             node_overrides=overrides,
-                            since=str(getattr(args, "since", None) or "2h"))
+                            since=str(getattr(args, "since", None) or "2h"),
+                            job_selector=target.job_selector)
         configured = node_source_from_args(args)
         node_sources: list[NodeSource] = [*([configured] if configured else []),
                                           KubeNodeLogSource(client)]

@@ -57,6 +57,9 @@ class Key(enum.StrEnum):
     DEVICE_CHECKPOINT = "device-checkpoint"
     #: The NVIDIA GPU Operator on the node: component pods, validator logs, ClusterPolicy.
     GPU_OPERATOR = "gpu-operator"
+    #: For a distributed job target: every pod of the job, when and how each failed, and the
+    #: tail of the failed ones' logs.
+    JOB_PODS = "job-pods"
 
 
 #: Bundle file names accepted for each key, in order of preference. The first one is what
@@ -86,6 +89,7 @@ BUNDLE_FILES: dict[Key, tuple[str, ...]] = {
     Key.CANDIDATES: ("candidate-nodes.json",),
     Key.DEVICE_CHECKPOINT: ("kubelet_internal_checkpoint",),
     Key.GPU_OPERATOR: ("gpu-operator.json",),
+    Key.JOB_PODS: ("job-pods.json",),
 }
 
 #: Keys whose content is a Kubernetes object or list (JSON or YAML).
@@ -121,6 +125,8 @@ DESCRIPTIONS: dict[Key, str] = {
                            "(/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)",
     Key.GPU_OPERATOR: "the GPU Operator on the node (component pods, validator logs, "
                       "ClusterPolicy)",
+    Key.JOB_PODS: "the pods of the distributed job (pytorchjob/, jobset/, job/...) and their "
+                  "failures",
 }
 
 

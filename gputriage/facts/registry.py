@@ -31,6 +31,7 @@ GROUP_MODULES: tuple[str, ...] = (
     "gputriage.facts.candidates",
     "gputriage.facts.gpu_assignment",
     "gputriage.facts.gpu_operator",
+    "gputriage.facts.job",
 )
 
 

@@ -26,6 +26,11 @@ def gpu_section(facts: FactSet) -> dict[str, Any]:
                            for g in v["pod_gpus"]]
         out["faulty_gpus"] = [{**_gpu(g), "pods": [_pod(p) for p in g.get("pods", [])]}
                               for g in v["faulty_gpus"]]
+    job = facts.groups.get("job")
+    if job is not None and job.known:
+        out["job_pods"] = [{k: r.get(k) for k in ("name", "node", "rank", "phase", "failed_at",
+                                                  "exit_code", "signature", "is_target")}
+                           for r in job.values["pods"]]
     candidates = facts.groups.get("candidates")
     if candidates is not None and candidates.known:
         v = candidates.values
@@ -68,6 +73,14 @@ def render_gpu_markdown(section: Mapping[str, Any], cell: Any) -> list[str]:
         out += [f"| {cell(what)} | {cell(who)} | {cell(g['uuid'])} | {cell(g['pci'])} | "
                 f"{cell(g['serial'])} | {cell(g['board_part_number'])} | {cell(g['fault'])} |"
                 for what, who, g in rows]
+    if section.get("job_pods"):
+        out += ["", "Pods of the job, the first failure first:", "",
+                "| pod | node | rank | phase | failed at | exit | log says |",
+                "|---|---|---|---|---|---|---|"]
+        out += [f"| {cell(p['name'])}{' (triaged)' if p['is_target'] else ''} | "
+                f"{cell(p['node'])} | {cell(p['rank'])} | {cell(p['phase'])} | "
+                f"{cell(p['failed_at'])} | {p['exit_code'] if p['exit_code'] != -1 else ''} | "
+                f"{cell(p['signature'])} |" for p in section["job_pods"]]
     if cand:
         out += ["", "Candidate nodes examined (the pod is not scheduled):", ""]
         out += [f"- {cell(n['name'])}: {cell('; '.join(n['reasons']))}"

@@ -49,7 +49,7 @@ def test_collect_writes_the_bundle_layout(kube_api: KubeAPI, kubeconfig: Path, t
     assert meta["sources"]["dmesg"]["status"] == "unavailable"
     assert meta["sources"]["dmesg"]["file"] is None
     printed = capsys.readouterr()
-    assert "wrote 17 of 24 pieces of evidence" in printed.out
+    assert "wrote 17 of 25 pieces of evidence" in printed.out
     assert "replay: gputriage trainer-0 -n ml --from" in printed.out
     assert "collecting from context test (ml/trainer-0)" in printed.err
 

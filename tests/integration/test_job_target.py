@@ -81,6 +81,44 @@ def test_the_rank_that_failed_first_is_triaged_on_its_node(kube_api: KubeAPI, ku
     assert first["id"].startswith("lost."), first["id"]
     assert "nccl" not in first["id"]
     assert "Xid" in json.dumps(report["walk"]) or "79" in json.dumps(first)
+    # One row per pod, the first failure first; the healthy ranks' logs show NCCL timeouts.
+    rows = report["gpus"]["job_pods"]
+    assert [(r["name"], r["node"], r["signature"], r["is_target"]) for r in rows] == [
+        ("llama-worker-3", "gpu-node-1", "cuda_error", True),
+        ("llama-worker-0", "gpu-node-2", "nccl_timeout", False),
+        ("llama-worker-1", "gpu-node-2", "nccl_timeout", False),
+        ("llama-worker-2", "gpu-node-2", "nccl_timeout", False)]
+    assert rows[0]["rank"] == "replica-index=3,replica-type=worker"
+
+
+def test_collect_and_replay_of_the_job_give_the_same_verdict(kube_api: KubeAPI,
+                                                             kubeconfig: Path,
+                                                             tmp_path: Path) -> None:
+    from gputriage.evidence.bundle import read_bundle
+    from gputriage.evidence.model import Key
+    from gputriage.facts.build import build_facts
+
+    require_tool("sshd", "/usr/sbin/sshd")
+    with SshLab(tmp_path / "ssh") as lab:
+        common = ["-n", "ml", "--kubeconfig", str(kubeconfig), "--ssh-config",
+                  str(lab.config), "--known-hosts", str(lab.known_hosts)]
+        live = tmp_path / "live.json"
+        rc_live = main(["pytorchjob/llama", *common, "--report", "json", "-o", str(live)])
+        bundle = tmp_path / "bundle"
+        assert main(["collect", "pytorchjob/llama", *common, "-o", str(bundle)]) == 0
+    replay = tmp_path / "replay.json"
+    rc_replay = main(["llama-worker-3", "--from", str(bundle), "--report", "json", "-o",
+                      str(replay)])
+    a, b = json.loads(live.read_text()), json.loads(replay.read_text())
+    assert rc_live == rc_replay == 0
+    assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
+    assert [(w["id"], w["target"]) for w in a["walk"]] == [(w["id"], w["target"])
+                                                            for w in b["walk"]]
+    assert a["gpus"]["job_pods"] == b["gpus"]["job_pods"]
+    job = build_facts(read_bundle(bundle)).groups["job"].values
+    assert job["peers_timed_out_after_first"] and job["target_failed_first"]
+    assert (bundle / "job-pods.json").is_file()
+    assert read_bundle(bundle)[Key.JOB_PODS].ok
 
 
 def test_the_notice_names_the_first_failure_and_the_other_ranks(kube_api: KubeAPI,

@@ -50,7 +50,7 @@ async def test_startup_streams_every_key_then_walks(app: TriageApp,
         assert "ml/trainer-0" in text and "Pending" in text and "nvidia.com/gpu×2" in text
         assert "Which phase is the pod in?" in text
         assert "trainer-bundle/pod.json:43" in text  # the cited line, in place
-        assert "Sources 3/24 ok" in text and "not collected: 21 sources" in text
+        assert "Sources 3/25 ok" in text and "not collected: 22 sources" in text
         assert ("⏎ Follow  o Override  b Back  a Answer  n Note  r Refresh  / Filter  c Copy  "
                 "e Export  ? Help  q Quit  : Palette") in text
 
@@ -382,14 +382,14 @@ async def test_slow_sources_never_freeze_the_screen(bundle: Path, walker: HandWa
             if app.transcript is not None:
                 break
         assert app.pending and Key.POD not in app.pending and app.transcript is not None
-        assert "Sources 1/24 ok" in screen_text(app)
+        assert "Sources 1/25 ok" in screen_text(app)
         assert "⠋ events" in screen_text(app) or "events" in screen_text(app)
         await pilot.press("question_mark")  # the UI answers while sources are still out
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         session.release.set()
         await settle(pilot, app)
-        assert app.pending == frozenset() and "Sources 3/24 ok" in screen_text(app)
+        assert app.pending == frozenset() and "Sources 3/25 ok" in screen_text(app)
 
 
 class FailingSession(BundleSession):
