@@ -104,8 +104,8 @@ def _row(pod: Mapping[str, Any], target: Target) -> dict[str, Any]:
                 break
         if exit_code != -1:
             break
-    log = pod.get("logTail") if isinstance(pod.get("logTail"), dict) else {}
-    text = str(log.get("text") or "")
+    log = pod.get("logTail")
+    text = str(log.get("text") or "") if isinstance(log, dict) else ""
     signature, line = "", ""
     for candidate in text.splitlines():
         if _NCCL_TIMEOUT.search(candidate):
@@ -113,7 +113,8 @@ def _row(pod: Mapping[str, Any], target: Target) -> dict[str, Any]:
             break
         if not signature and _CUDA_ERROR.search(candidate):
             signature, line = "cuda_error", candidate.strip()
-    rank = pod.get("rank") if isinstance(pod.get("rank"), dict) else {}
+    labels = pod.get("rank")
+    rank: Mapping[str, Any] = labels if isinstance(labels, dict) else {}
     name = str(pod.get("name") or "")
     return {"name": name, "node": str(pod.get("node") or ""),
             "phase": str(pod.get("phase") or ""),
