@@ -81,6 +81,7 @@ def write_node_files(ev: Evidence, root: Path, name_for: Callable[[Evidence], st
     found = data.get(NODE_EVIDENCE)
     per_node: dict[str, dict[str, Evidence]] = found if isinstance(found, dict) else {}
     document = {k: v for k, v in data.items() if k != NODE_EVIDENCE}
+    remove_stale_node_files(root)
     written: list[Path] = []
     items = []
     for item in document.get("items") or []:
@@ -99,3 +100,20 @@ def write_node_files(ev: Evidence, root: Path, name_for: Callable[[Evidence], st
         items.append({**item, "sources": sources or item.get("sources", {})})
     document["items"] = items
     return written, json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def remove_stale_node_files(root: Path) -> None:
+    """Remove the candidate-node files an earlier ``collect --force`` left under ``nodes/``
+    (bundle file names only; anything else is left alone), and folders left empty."""
+    folder = root / NODES_DIR
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    names = {n for key in CANDIDATE_KEYS for n in BUNDLE_FILES[key]}
+    for node in folder.iterdir():
+        if not node.is_dir() or node.is_symlink() or not safe_node_dir(node.name):
+            continue
+        for file in node.iterdir():
+            if file.name in names and file.is_file() and not file.is_symlink():
+                file.unlink()
+        if not any(node.iterdir()):
+            node.rmdir()

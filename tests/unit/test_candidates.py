@@ -211,3 +211,16 @@ def test_hostile_node_names_never_become_paths(name: str, tmp_path: Path) -> Non
     doc["items"][0]["name"] = name
     (copy / "candidate-nodes.json").write_text(json.dumps(doc))
     assert node_evidence(read_bundle(copy)[Key.CANDIDATES]) == {}
+
+
+def test_collect_force_replaces_stale_node_files_only(tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    stale = out / "nodes" / "gpu-node-9"
+    stale.mkdir(parents=True)
+    (stale / "dmesg.log").write_text("old\n")
+    (out / "nodes" / "gpu-node-1").mkdir()
+    (out / "nodes" / "gpu-node-1" / "my-notes.txt").write_text("keep me\n")
+    write_bundle(read_bundle(BUNDLE), out, force=True)
+    assert not stale.exists()  # its only file was a stale bundle file
+    assert (out / "nodes" / "gpu-node-1" / "my-notes.txt").read_text() == "keep me\n"
+    assert (out / "nodes" / "gpu-node-1" / "dmesg.log").is_file()
