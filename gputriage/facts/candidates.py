@@ -27,6 +27,7 @@ from gputriage.facts.model import (
     reason_for,
     unknown,
 )
+from gputriage.xid import catalog
 
 #: Immediate actions that take a GPU out of service until someone acts.
 _SERIOUS_ACTIONS = ("RESET_GPU", "RESTART_BM", "CONTACT_SUPPORT")
@@ -155,12 +156,15 @@ def _node(name: str, reasons: list[str], evs: Mapping[str, Evidence]
         if any(f["uuid"] == uuid and uuid and f["xid"] in (xid, 0) for f in faults) or (
                 pci and (pci, xid) in seen):
             continue
+        info = catalog.lookup(xid) if xid else None  # the plugin names the Xid, not its text
         faults.append({
             "node": name, "uuid": uuid, "pci": pci, "serial": "", "xid": xid,
-            "mnemonic": "", "klass": str(dev.get("xid_klass", "")),
-            "immediate_action": str(dev.get("xid_immediate_action", "")),
-            "action": "", "fallen_off_bus": xid == 79, "origin": "device-plugin",
-            "line": str(dev.get("line", "")), "time": ""})
+            "mnemonic": info.mnemonic if info else "",
+            "klass": str(dev.get("xid_klass", "")) or (info.klass if info else ""),
+            "immediate_action": str(dev.get("xid_immediate_action", "")) or (
+                info.immediate if info else ""),
+            "action": info.action if info else "", "fallen_off_bus": xid == 79,
+            "origin": "device-plugin", "line": str(dev.get("line", "")), "time": ""})
     refs.setdefault("faults", []).extend(plugin_refs[:MAX_CITES])
     summary = {
         "name": name, "reasons": reasons,

@@ -224,3 +224,21 @@ def test_collect_force_replaces_stale_node_files_only(tmp_path: Path) -> None:
     assert not stale.exists()  # its only file was a stale bundle file
     assert (out / "nodes" / "gpu-node-1" / "my-notes.txt").read_text() == "keep me\n"
     assert (out / "nodes" / "gpu-node-1" / "dmesg.log").is_file()
+
+
+def test_a_fault_only_the_device_plugin_reports_carries_nvidias_action(tmp_path: Path) -> None:
+    """No SSH: the candidate's kernel log could not be read, its device-plugin log (API) can."""
+    copy = tmp_path / "b"
+    shutil.copytree(BUNDLE, copy)
+    for name in ("dmesg.log", "nvidia-smi.xml"):
+        (copy / "nodes" / "gpu-node-1" / name).unlink()
+    doc = json.loads((copy / "candidate-nodes.json").read_text())
+    for key in ("dmesg", "nvidia-smi"):
+        doc["items"][0]["sources"][key] = {"status": "unavailable", "file": None,
+                                           "detail": "no node access configured", "source": ""}
+    (copy / "candidate-nodes.json").write_text(json.dumps(doc))
+    first = build_facts(read_bundle(copy)).groups["candidates"].values["first_fault"]
+    assert (first["origin"], first["uuid"], first["xid"]) == ("device-plugin", LOST_UUID, 79)
+    assert first["mnemonic"] == "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS"
+    assert first["immediate_action"] == "RESTART_BM"
+    assert first["action"].startswith("Reboot (power-cycle) the node")
