@@ -1,4 +1,4 @@
-"""The "GPUs" part of the incident summary: which physical GPUs the pod has, which pods sit on
+"""The "placement" part of the incident summary: which physical GPUs the pod has, which pods sit on
 a faulty GPU (UUID, PCI bus id, serial, board part number: what an RMA needs), and, for an
 unscheduled pod, which candidate nodes were examined and why.
 
@@ -57,7 +57,7 @@ def render_gpu_markdown(section: Mapping[str, Any], cell: Any) -> list[str]:
     """Markdown lines for the section (``cell`` escapes cluster text for a table cell)."""
     if not section:
         return []
-    out = ["", "## GPUs"]
+    out = ["", "## Placement: which GPUs, which nodes, which pods"]
     rows = [("this pod", g.get("container", ""), g) for g in section.get("pod_gpus", [])]
     rows += [("faulty", ", ".join(g.get("pods", [])) or "no pod", g)
              for g in section.get("faulty_gpus", [])]

@@ -46,7 +46,7 @@ def test_report_maps_the_pod_to_its_gpus_and_names_the_lost_one(
     sources = {s["key"]: s for s in report["sources"]}
     assert sources["device-checkpoint"]["status"] == "ok"
     assert sources["device-checkpoint"]["source"] == f"ssh gpu-node-1: cat {CHECKPOINT_PATH}"
-    gpus = report["gpus"]
+    gpus = report["placement"]
     assert len(gpus["pod_gpus"]) == 8 and {g["container"] for g in gpus["pod_gpus"]} == {
         "trainer"}
     lost = next(g for g in gpus["pod_gpus"] if g["uuid"] == LOST_UUID)

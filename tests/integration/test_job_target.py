@@ -82,7 +82,7 @@ def test_the_rank_that_failed_first_is_triaged_on_its_node(kube_api: KubeAPI, ku
     assert "nccl" not in first["id"]
     assert "Xid" in json.dumps(report["walk"]) or "79" in json.dumps(first)
     # One row per pod, the first failure first; the healthy ranks' logs show NCCL timeouts.
-    rows = report["gpus"]["job_pods"]
+    rows = report["placement"]["job_pods"]
     assert [(r["name"], r["node"], r["signature"], r["is_target"]) for r in rows] == [
         ("llama-worker-3", "gpu-node-1", "cuda_error", True),
         ("llama-worker-0", "gpu-node-2", "nccl_timeout", False),
@@ -114,7 +114,7 @@ def test_collect_and_replay_of_the_job_give_the_same_verdict(kube_api: KubeAPI,
     assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
     assert [(w["id"], w["target"]) for w in a["walk"]] == [(w["id"], w["target"])
                                                             for w in b["walk"]]
-    assert a["gpus"]["job_pods"] == b["gpus"]["job_pods"]
+    assert a["placement"]["job_pods"] == b["placement"]["job_pods"]
     job = build_facts(read_bundle(bundle)).groups["job"].values
     assert job["peers_timed_out_after_first"] and job["target_failed_first"]
     assert (bundle / "job-pods.json").is_file()

@@ -57,6 +57,11 @@ CASES = [
      "exist: 'smy'", "did you mean 'smi'?"),
     ("missing-because", 10, 9, "branch 1 of step 'xid' is missing required key 'because'", ""),
     ("missing-required", 1, 1, "the playbook is missing required key 'start'", ""),
+    ("mutating-command-string", 31, 11, "command can change state (kubectl drain) but is not "
+     "marked 'mutates: true'", "write it as a record: {cmd: ..., run: ..., mutates: true, "
+     "why: ...}"),
+    ("mutating-command-unmarked", 31, 17, "command can change state (kubectl cordon) but is not "
+     "marked 'mutates: true'", "add 'mutates: true' and say in 'why' what it disrupts"),
     ("no-target", 18, 9, "branch 1 of step 'smi' needs one of 'goto' or 'conclude'", ""),
     ("not-a-mapping", 1, 1, "a playbook is a YAML mapping, got a list", ""),
     ("second-document", 44, 1, "a playbook file holds one YAML document; this is a second one",
@@ -68,10 +73,10 @@ CASES = [
      "the walk could never leave it", ""),
     ("template-in-quotes", 31, 41, "template inside quotes: values are shell-quoted already; "
      "remove the quotes around it", ""),
-    ("template-malformed", 31, 25, "template '{{ node name }}' is not a fact path like "
+    ("template-malformed", 31, 33, "template '{{ node name }}' is not a fact path like "
      "'{{pod.namespace}}'", ""),
     ("template-unclosed", 27, 24, "unclosed template: '{{' without '}}'", ""),
-    ("template-unknown-fact", 31, 25, "unknown fact 'node.nmae'", "did you mean 'node.name'?"),
+    ("template-unknown-fact", 31, 33, "unknown fact 'node.nmae'", "did you mean 'node.name'?"),
     ("unknown-branch-key", 12, 9, "unknown key 'if_unkown' in branch 1 of step 'xid'",
      "did you mean 'if_unknown'?"),
     ("unknown-cite", 12, 16, "unknown fact 'kernel.latest_xdi'",
