@@ -64,7 +64,7 @@ CASES = [
      "marked 'mutates: true'", "add 'mutates: true' and say in 'why' what it disrupts"),
     ("no-target", 18, 9, "branch 1 of step 'smi' needs one of 'goto' or 'conclude'", ""),
     ("not-a-mapping", 1, 1, "a playbook is a YAML mapping, got a list", ""),
-    ("second-document", 44, 1, "a playbook file holds one YAML document; this is a second one",
+    ("second-document", 45, 1, "a playbook file holds one YAML document; this is a second one",
      ""),
     ("self-loop", 15, 15, "'goto' leads back to step 'xid' itself: the walk would loop", ""),
     ("start-missing", 4, 8, "'start' names a step that does not exist: 'xdi'",
@@ -88,7 +88,7 @@ CASES = [
     ("unknown-key", 17, 5, "unknown key 'brnaches' in step 'smi'", "did you mean 'branches'?"),
     ("unknown-needs", 8, 13, "unknown fact group 'kernal'", "did you mean 'kernel'?"),
     ("unreachable-step", 15, 3, "step 'smi' is not reachable from 'start' ('xid')", ""),
-    ("unused-finding", 38, 3, "finding 'lost.all-visible' is never concluded by any branch", ""),
+    ("unused-finding", 39, 3, "finding 'lost.all-visible' is never concluded by any branch", ""),
     ("wrong-kind", 8, 12, "'needs' of step 'xid' must be a list of strings, got a string",
      "write a list: [kernel]"),
     ("cel-too-long", 18, 15, "the condition is 4694 characters long: at most 4096; split it "
@@ -310,6 +310,7 @@ steps:
       conclude: lost.site-xid
 findings:
   lost.site-xid:
+    requires: kernel.known
     severity: high
     title: Xid errors
     summary: Call the site team.
