@@ -17,6 +17,8 @@ from typing import Literal
 DEFAULT_SINCE = "2h"
 #: Seconds each Kubernetes API call may take (``--request-timeout``).
 DEFAULT_REQUEST_TIMEOUT = 10.0
+#: Candidate nodes of an unscheduled pod whose node evidence is read (``--nodes``).
+DEFAULT_CANDIDATE_NODES = 3
 #: The namespace used when neither ``-n`` nor the kubeconfig context names one.
 DEFAULT_NAMESPACE = "default"
 
@@ -81,6 +83,9 @@ class NodeAccess:
     """Trust a host key not yet in known_hosts (never a changed one)."""
     sudo: bool = False
     """Run node commands with ``sudo -n``."""
+    candidate_nodes: int = DEFAULT_CANDIDATE_NODES
+    """``--nodes K``: for an unscheduled pod, read node evidence from at most K of the GPU nodes
+    it could land on, the troubled ones first (0: none)."""
     since: str = DEFAULT_SINCE
     """Time window for journals and kernel logs."""
     local: bool = False

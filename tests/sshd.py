@@ -158,7 +158,19 @@ root = "/var/lib/containerd"
 """
 
 #: Fixture tools: each prints its fixture file. $DATA is the node's data dir.
+#: The kubelet's device-plugin checkpoint the node's ``cat`` serves (real format, see
+#: tests/fixtures/node/README.md).
+CHECKPOINT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+DEVICE_CHECKPOINT = (Path(__file__).parent / "fixtures" / "node"
+                     / "kubelet_internal_checkpoint").read_text()
+
 TOOLS: dict[str, str] = {
+    # cat from node-core, except for the kubelet's checkpoint path (a fixture file).
+    "cat": f"""\
+PATH="${{0%/*}}/../node-core"  # the real cat, named cat in its own messages
+if [ "$1" = {CHECKPOINT_PATH} ]; then exec cat "$DATA/kubelet_internal_checkpoint"; fi
+exec cat "$@"
+""",
     "journalctl": """\
 printf '%s\\n' "$@" > "$DATA/journalctl.args"
 case " $* " in
@@ -419,6 +431,7 @@ class SshLab:
             "nvidia-smi.txt": NVIDIA_SMI_XML, "lsmod.txt": LSMOD,
             "nvidia-smi-topo.txt": NVIDIA_SMI_TOPO, "nvidia-smi-nvlink.txt": NVIDIA_SMI_NVLINK,
             "containerd-dump.toml": CONTAINERD_DUMP,
+            "kubelet_internal_checkpoint": DEVICE_CHECKPOINT,
         }
         for name, text in files.items():
             (self.data / name).write_text(text)

@@ -62,6 +62,7 @@ def write_case_bundle(case: dict[str, Any], out: Path) -> Path:
         (out / name).unlink(missing_ok=True)
     for name, content in (case.get("bundle") or {}).items():
         text = content if isinstance(content, str) else json.dumps(content, indent=2)
+        (out / name).parent.mkdir(parents=True, exist_ok=True)  # nodes/<name>/dmesg.log
         (out / name).write_text(text, encoding="utf-8")
     if not (out / "meta.json").exists() and not case.get("hand_assembled"):
         # Cases stand for bundles `gputriage collect` wrote: their lists are complete.

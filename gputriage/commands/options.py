@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gputriage.options import (
+    DEFAULT_CANDIDATE_NODES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SINCE,
     ClusterAccess,
@@ -54,7 +55,20 @@ def add_node_access_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"time window for journals and kernel logs (default: {DEFAULT_SINCE})")
     g.add_argument("--local", action="store_true",
                    help="gputriage runs on the node itself: read NVML and logs locally")
+    g.add_argument("--nodes", type=_node_limit, default=DEFAULT_CANDIDATE_NODES, metavar="K",
+                   help="for a Pending pod: read node evidence from at most K of the GPU nodes "
+                        "it could land on, the troubled ones first (default: 3; 0: none)")
     add_prometheus_arguments(p)
+
+
+def _node_limit(value: str) -> int:
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--nodes wants a whole number, got {value!r}") from None
+    if not 0 <= k <= 64:
+        raise argparse.ArgumentTypeError(f"--nodes wants 0 to 64, got {k}")
+    return k
 
 
 def add_prometheus_arguments(p: argparse.ArgumentParser) -> None:
@@ -148,6 +162,7 @@ def node_access_from_args(args: argparse.Namespace) -> NodeAccess:
         known_hosts=_opt(args, "known_hosts"),
         accept_new_host_key=bool(_opt(args, "accept_new_host_key", False)),
         sudo=bool(_opt(args, "sudo", False)),
+        candidate_nodes=int(_opt(args, "nodes", DEFAULT_CANDIDATE_NODES)),
         since=str(_opt(args, "since") or DEFAULT_SINCE),
         local=bool(_opt(args, "local", False)),
     )

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
@@ -49,6 +49,18 @@ class ClusterSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """A key collected once the pod and the cluster keys it ``needs`` have landed (candidate
+    nodes of an unscheduled pod need the node list). ``collect(pod, needed)`` is blocking,
+    bounded, never raises; it is awaited for ``deadline`` seconds."""
+
+    key: Key
+    needs: tuple[Key, ...]
+    collect: Callable[[Evidence, Mapping[Key, Evidence]], Evidence]
+    deadline: float
+
+
 class Broker:
     """Concurrent collection from one cluster source and a list of node sources.
 
@@ -61,10 +73,9 @@ class Broker:
                  timeout: float = DEFAULT_REQUEST_TIMEOUT, deadline: float | None = None,
                  node_timeout: float | None = None,
                  node_keys: tuple[Key, ...] = NODE_KEYS,
-                 pod_sources: Sequence[tuple[Key, Callable[[Evidence], Evidence]]] = ()) -> None:
+                 followups: Sequence[FollowUp] = ()) -> None:
         self.cluster = cluster
-        #: Keys answered from the pod alone by another service (Prometheus metrics).
-        self.pod_sources = tuple(pod_sources)
+        self.followups = tuple(followups)
         self.node_sources = tuple(node_sources)
         self.timeout = timeout
         self.deadline = deadline if deadline is not None else 3 * timeout
@@ -73,7 +84,7 @@ class Broker:
 
     def keys(self) -> tuple[Key, ...]:
         return (Key.POD, *self.cluster.keys(), *self.node_keys,
-                *(k for k, _ in self.pod_sources))
+                *(f.key for f in self.followups))
 
     async def stream(self) -> AsyncGenerator[Evidence, None]:
         """Yield the pod, then every other key in the order they finish."""
@@ -91,24 +102,30 @@ class Broker:
             if Key.NODE not in cluster_keys:
                 node_ready.set_result(None)
 
+            landed: dict[Key, asyncio.Future[Evidence]] = {
+                k: asyncio.get_running_loop().create_future() for k in cluster_keys}
+
             async def cluster_key(key: Key) -> None:
                 ev = await self._run(executor, key, partial(self.cluster.collect, key, pod),
                                      self.deadline)
                 if key is Key.NODE and not node_ready.done():
                     node_ready.set_result(ev)
+                if not landed[key].done():
+                    landed[key].set_result(ev)
                 await queue.put(ev)
+
+            async def followup(f: FollowUp) -> None:
+                needed = {k: await asyncio.shield(landed[k]) for k in f.needs if k in landed}
+                await queue.put(await self._run(executor, f.key, partial(f.collect, pod, needed),
+                                                f.deadline))
 
             async def node_key(key: Key) -> None:
                 node = await asyncio.shield(node_ready)
                 await queue.put(await self._node_key(executor, key, pod, node))
 
-            async def pod_key(key: Key, call: Callable[[Evidence], Evidence]) -> None:
-                await queue.put(await self._run(executor, key, partial(call, pod),
-                                                self.deadline))
-
             tasks = [asyncio.create_task(cluster_key(k)) for k in cluster_keys]
-            tasks += [asyncio.create_task(pod_key(k, c)) for k, c in self.pod_sources]
             tasks += [asyncio.create_task(node_key(k)) for k in self.node_keys]
+            tasks += [asyncio.create_task(followup(f)) for f in self.followups]
             for _ in tasks:
                 yield await queue.get()
         finally:

@@ -39,6 +39,9 @@ EXPECTED_KIND: dict[Key, str] = {
     Key.RESOURCE_CLAIMS: "ResourceClaimList",
     Key.RESOURCE_SLICES: "ResourceSliceList",
     Key.DEVICE_CLASSES: "DeviceClassList",
+    Key.CANDIDATES: "CandidateNodeList",
+    Key.GPU_OPERATOR: "GpuOperatorState",
+    Key.JOB_PODS: "JobPodList",
 }
 
 META_FILE = "meta.json"
@@ -75,6 +78,11 @@ def read_bundle(path: str | os.PathLike[str]) -> EvidenceSet:
         )
     if pod.format == "describe" and not evidence[Key.EVENTS].ok and pod.ok:
         evidence = evidence.with_evidence(_events_from_describe(pod))
+    if evidence[Key.CANDIDATES].ok:  # candidate nodes' own evidence, under nodes/<name>/
+        from gputriage.evidence.candidate_bundle import attach_from_bundle
+
+        evidence = evidence.with_evidence(
+            attach_from_bundle(root, evidence[Key.CANDIDATES], read_file))
     return evidence
 
 

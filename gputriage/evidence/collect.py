@@ -57,7 +57,13 @@ def write_bundle(evidence: EvidenceSet, directory: str | os.PathLike[str], *,
         for stale in BUNDLE_FILES[key]:
             if stale != name and (root / stale).is_file():
                 (root / stale).unlink()
-        if name:
+        if name and key is Key.CANDIDATES:  # and the examined nodes' files, nodes/<name>/
+            from gputriage.evidence.candidate_bundle import write_node_files
+
+            files, text = write_node_files(ev, root, bundle_name, _atomic_write)
+            written.extend(files)
+            written.append(_atomic_write(root / name, text.encode("utf-8")))
+        elif name:
             written.append(_atomic_write(root / name, ev.raw.encode("utf-8")))
         sources[key.value] = {"status": ev.status.value, "detail": ev.detail,
                               "source": ev.source, "elapsed_s": ev.elapsed_s,

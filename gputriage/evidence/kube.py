@@ -38,6 +38,7 @@ CLUSTER_KEYS: tuple[Key, ...] = (
     Key.EVENTS, Key.NODE, Key.CONTAINER_LOG, Key.CONTAINER_LOG_PREVIOUS, Key.OWNER_EVENTS,
     Key.QUOTA, Key.NODE_EVENTS, Key.NODE_PODS, Key.DEVICE_PLUGIN_LOG, Key.NODES,
     Key.RUNTIME_CLASSES, Key.RESOURCE_CLAIMS, Key.RESOURCE_SLICES, Key.DEVICE_CLASSES,
+    Key.GPU_OPERATOR, Key.JOB_PODS,
 )
 
 #: Labels NVIDIA's device plugin carries: GPU Operator, Helm chart, static manifest, GKE.
@@ -288,8 +289,10 @@ class KubeSource:
     def __init__(self, client: KubeClient, namespace: str, pod: str, *,
                  pod_evidence: Evidence | None = None,
                  node_overrides: Mapping[str, str] | None = None, since: str = DEFAULT_SINCE,
-                 node_max_bytes: int = 4 * 1024 * 1024) -> None:
+                 node_max_bytes: int = 4 * 1024 * 1024, job_selector: str = "") -> None:
         self.client = client
+        #: The label selector of every pod of a distributed job target ('' for one pod).
+        self.job_selector = job_selector
         self.namespace = namespace
         self.pod_name = pod
         self.node_overrides = dict(node_overrides or {})
@@ -312,6 +315,8 @@ class KubeSource:
             Key.RESOURCE_SLICES: lambda p: self._dra_list(Key.RESOURCE_SLICES, "resourceslices"),
             Key.DEVICE_CLASSES: lambda p: self._dra_list(Key.DEVICE_CLASSES, "deviceclasses"),
             Key.DEVICE_PLUGIN_LOG: self._device_plugin_log,
+            Key.GPU_OPERATOR: self._gpu_operator,
+            Key.JOB_PODS: self._job_pods,
             Key.CONTAINER_LOG: lambda p: self._container_log(p, previous=False),
             Key.CONTAINER_LOG_PREVIOUS: lambda p: self._container_log(p, previous=True),
         }
@@ -533,13 +538,36 @@ class KubeSource:
         return replace(ev, detail=f"{ev.detail}; {note}") if ev.ok else ev
 
     def _device_plugin_log(self, pod: PodView) -> Evidence:
-        key = Key.DEVICE_PLUGIN_LOG
         if not pod.node:
-            return self._unscheduled(key)
+            return self._unscheduled(Key.DEVICE_PLUGIN_LOG)
+        return self.device_plugin_log_on(pod.node)
+
+    def _job_pods(self, pod: PodView) -> Evidence:
+        if not self.job_selector:
+            return Evidence(Key.JOB_PODS, Status.UNAVAILABLE, "the target is one pod, not a "
+                                                              "distributed job", "", "kube")
+        from gputriage.evidence.job_pods import collect_job_pods
+
+        return collect_job_pods(self.client, pod.namespace, self.job_selector)
+
+    def _gpu_operator(self, pod: PodView) -> Evidence:
+        if not pod.node:
+            return self._unscheduled(Key.GPU_OPERATOR)
+        return self.gpu_operator_on(pod.node)
+
+    def gpu_operator_on(self, node: str) -> Evidence:
+        """The GPU Operator's component pods on ``node``, validator logs, ClusterPolicy."""
+        from gputriage.evidence.operator import collect_operator
+
+        return collect_operator(self.client, node)
+
+    def device_plugin_log_on(self, node: str) -> Evidence:
+        """The log of the device-plugin pod on ``node`` (any node: candidate nodes too)."""
+        key = Key.DEVICE_PLUGIN_LOG
         found: Mapping[str, Any] | None = None
         for selector in DEVICE_PLUGIN_SELECTORS:
             reply, data = self.client.list_all("/api/v1/pods", {
-                "labelSelector": selector, "fieldSelector": f"spec.nodeName={pod.node}"})
+                "labelSelector": selector, "fieldSelector": f"spec.nodeName={node}"})
             if data is None:
                 return failed(key, reply, "finding the device-plugin pod: ")
             candidates = [p for p in data.get("items") or [] if isinstance(p, dict)]
@@ -550,9 +578,9 @@ class KubeSource:
                 break
         if found is None:
             return Evidence(key, Status.UNAVAILABLE,
-                            f"no device-plugin pod runs on node {pod.node} (looked for pods "
+                            f"no device-plugin pod runs on node {node} (looked for pods "
                             f"labelled {', '.join(DEVICE_PLUGIN_SELECTORS)})", "",
-                            shown("/api/v1/pods", {"fieldSelector": f"spec.nodeName={pod.node}"}))
+                            shown("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"}))
         plugin = PodView(found)
         containers = [str(c.get("name")) for c in (found.get("spec") or {}).get("containers")
                       or [] if isinstance(c, dict) and c.get("name")]

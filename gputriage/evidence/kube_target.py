@@ -15,6 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputriage.errors import GputriageError
+from gputriage.evidence.job_target import (
+    CRD_WORKLOADS,
+    JOB_KINDS,
+    failed_at,
+    first_failure_order,
+    node_of,
+)
 from gputriage.evidence.kube import controller_of, fetch_pod
 from gputriage.evidence.kube_client import KubeClient
 from gputriage.evidence.kube_errors import Reply, failure_status
@@ -61,6 +68,8 @@ class ResolvedTarget:
     pod_evidence: Evidence
     via: str = ""  # "deploy/llm-serve" when the user named a workload
     notice: str = ""  # which pods the workload had and why this one
+    #: For a distributed job (issue 13): the label selector of all its pods, else ''.
+    job_selector: str = ""
 
 
 def resolve_target(client: KubeClient, namespace: str, ref: str) -> ResolvedTarget:
@@ -76,9 +85,15 @@ def resolve_target(client: KubeClient, namespace: str, ref: str) -> ResolvedTarg
         return _resolve_pod(client, namespace, name)
     workload = WORKLOADS.get(kind.lower())
     if workload is None:
+        crd = CRD_WORKLOADS.get(kind.lower())  # issue 13: distributed jobs
+        if crd is not None:
+            return _resolve_workload(client, namespace,
+                                     Workload(crd.alias, crd.kind, crd.path), name,
+                                     pod_label=crd.pod_label)
         raise GputriageError(
-            f"gputriage cannot triage a {kind!r}: give a pod name or deploy/, sts/, job/, rs/ "
-            "or ds/NAME", title="bad target")
+            f"gputriage cannot triage a {kind!r}: give a pod name or deploy/, sts/, job/, rs/, "
+            "ds/, pytorchjob/, mpijob/, tfjob/, jobset/, lws/ or raycluster/NAME",
+            title="bad target")
     return _resolve_workload(client, namespace, workload, name)
 
 
@@ -155,7 +170,7 @@ def label_selector(selector: Any) -> str:
 
 
 def _resolve_workload(client: KubeClient, namespace: str, workload: Workload,
-                      name: str) -> ResolvedTarget:
+                      name: str, *, pod_label: str = "") -> ResolvedTarget:
     path = workload.path.format(ns=namespace)
     what = f"{workload.kind.lower()} {name!r}"
     reply = client.get(f"{path}/{name}")
@@ -170,7 +185,8 @@ def _resolve_workload(client: KubeClient, namespace: str, workload: Workload,
         raise cannot_read(client, f"{workload.kind} {namespace}/{name}", reply)
     obj = reply.json()
     spec = obj.get("spec") if isinstance(obj, dict) else None
-    selector = label_selector(spec.get("selector") if isinstance(spec, dict) else None)
+    selector = (f"{pod_label}={name}" if pod_label else
+                label_selector(spec.get("selector") if isinstance(spec, dict) else None))
     if not selector:
         raise GputriageError(f"{what} has no pod selector, so its pods cannot be found",
                              title="no pods")
@@ -187,17 +203,30 @@ def _resolve_workload(client: KubeClient, namespace: str, workload: Workload,
     ranked = sorted(((pod_state(p), str(p["metadata"]["name"])) for p in pods),
                     key=lambda t: (t[0][0], t[1]))
     chosen = ranked[0][1]
+    why = "the one in the worst state"
+    if workload.kind in JOB_KINDS:  # issue 13: the rank that failed first, not the loudest
+        by_name = {str(p["metadata"]["name"]): p for p in pods}
+        first = min(pods, key=lambda p: first_failure_order(
+            p, pod_state(p)[0], str(p["metadata"]["name"])))
+        if failed_at(first):
+            chosen = str(first["metadata"]["name"])
+            ranked.sort(key=lambda t: first_failure_order(by_name[t[1]], t[0][0], t[1]))
+            ranked = [((rank, f"{words}, failed at {failed_at(by_name[n])}"
+                        if failed_at(by_name[n]) else words), n) for (rank, words), n in ranked]
+            node = node_of(first)
+            why = (f"the first to fail ({failed_at(first)}" + (f", on {node}" if node else "")
+                   + "); the others may only have timed out waiting for it")
     ref = f"{workload.alias}/{name}"
     notice = ""
     if len(ranked) > 1:
         listed = ", ".join(f"{n} ({w})" for (_, w), n in ranked[:10])
         more = f" and {len(ranked) - 10} more" if len(ranked) > 10 else ""
-        notice = (f"{ref} has {len(ranked)} pods: {listed}{more}. Triaging {chosen}, the one "
-                  "in the worst state.")
+        notice = f"{ref} has {len(ranked)} pods: {listed}{more}. Triaging {chosen}, {why}."
     pod_reply, pod = fetch_pod(client, namespace, chosen)
     if not pod.ok:
         raise cannot_read(client, f"pod {namespace}/{chosen}", pod_reply)
-    return ResolvedTarget(namespace, chosen, pod, ref, notice)
+    return ResolvedTarget(namespace, chosen, pod, ref, notice,
+                          job_selector=selector if workload.kind in JOB_KINDS else "")
 
 
 def pod_state(pod: Mapping[str, Any]) -> tuple[int, str]:

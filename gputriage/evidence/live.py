@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from gputriage.evidence.broker import Broker
+from gputriage.evidence.broker import Broker, FollowUp
 from gputriage.evidence.model import Evidence, EvidenceSet, Key
 from gputriage.evidence.nodes import node_source
 from gputriage.evidence.sources import NodeSource
 from gputriage.options import DEFAULT_NAMESPACE, ClusterAccess, NodeAccess
+
+if TYPE_CHECKING:
+    from gputriage.evidence.kube import KubeSource
 
 
 class LiveSession:
@@ -60,12 +64,11 @@ class LiveSession:
         source = KubeSource(client, resolved.namespace, resolved.pod,
                             pod_evidence=resolved.pod_evidence,
                             node_overrides=node.node_addresses,
-                            since=node.since)
+                            since=node.since, job_selector=resolved.job_selector)
         configured = node_source(node)
         node_sources: list[NodeSource] = [*([configured] if configured else []),
                                           KubeNodeLogSource(client)]
         via = f" via {resolved.via}" if resolved.via else ""
-        # A node source connects (SSH, maybe through jump hosts) before it runs anything.
         from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
 
         try:
@@ -75,8 +78,12 @@ class LiveSession:
 
             client.close()
             raise GputriageError(f"--prometheus: {exc}", title="bad Prometheus option") from None
+        followups = [candidate_followup(source, node_sources, node, timeout),
+                     FollowUp(Key.PROMETHEUS, (), lambda pod, _needed: prom.collect(pod),
+                              3 * timeout)]
+        # A node source connects (SSH, maybe through jump hosts) before it runs anything.
         return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout,
-                          pod_sources=[(Key.PROMETHEUS, prom.collect)]),
+                          followups=followups),
                    context=config.context,
                    description=f"context {config.context} "
                                f"({resolved.namespace}/{resolved.pod}{via})",
@@ -120,3 +127,30 @@ class LiveSession:
                 close()
             except Exception:  # closing must not hide the result of the triage
                 continue
+
+
+# -- hook: candidate nodes of an unscheduled pod (issue 13) ----------------------------------
+
+
+def candidate_followup(source: KubeSource, node_sources: Sequence[NodeSource],
+                       node: NodeAccess, timeout: float) -> FollowUp:
+    """Once the pod and the node list have landed: for an unscheduled pod, node evidence from
+    the candidate nodes that show trouble (at most ``--nodes``, default 3)."""
+    from gputriage.evidence.candidates import collect_candidates
+
+    limit = node.candidate_nodes
+    since = node.since
+    overrides = node.node_addresses
+    node_timeout = 2 * timeout
+
+    def collect(pod: Evidence, needed: Mapping[Key, Evidence]) -> Evidence:
+        return collect_candidates(
+            pod, needed.get(Key.NODES) or Evidence.missing(Key.NODES), needed.get(Key.NODE_PODS),
+            node_sources=node_sources, plugin_log=source.device_plugin_log_on,
+            operator=source.gpu_operator_on,
+            overrides=overrides, since=since, limit=limit, timeout=node_timeout,
+            max_bytes=source.node_max_bytes)
+
+    # Reading waits for the node list (one API deadline), then each candidate node key.
+    deadline = 3 * timeout + (len(node_sources) + 1) * (node_timeout + 1.0) + 2.0
+    return FollowUp(Key.CANDIDATES, (Key.NODES, Key.NODE_PODS), collect, deadline)

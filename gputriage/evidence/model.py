@@ -57,6 +57,17 @@ class Key(enum.StrEnum):
     NVIDIA_TOPO = "nvidia-smi-topo"
     NVLINK = "nvidia-smi-nvlink"
     PROMETHEUS = "prometheus"
+    #: For an unscheduled pod: the GPU nodes it could land on that show trouble, and their
+    #: node-level evidence (``candidate-nodes.json`` plus ``nodes/<name>/``).
+    CANDIDATES = "candidate-nodes"
+    #: The kubelet's device-manager checkpoint: which device IDs (GPU UUIDs, MIG devices) each
+    #: container of each pod on the node was given.
+    DEVICE_CHECKPOINT = "device-checkpoint"
+    #: The NVIDIA GPU Operator on the node: component pods, validator logs, ClusterPolicy.
+    GPU_OPERATOR = "gpu-operator"
+    #: For a distributed job target: every pod of the job, when and how each failed, and the
+    #: tail of the failed ones' logs.
+    JOB_PODS = "job-pods"
 
 
 #: Bundle file names accepted for each key, in order of preference. The first one is what
@@ -86,6 +97,10 @@ BUNDLE_FILES: dict[Key, tuple[str, ...]] = {
     Key.NVIDIA_TOPO: ("nvidia-smi-topo.txt",),
     Key.NVLINK: ("nvidia-smi-nvlink.txt",),
     Key.PROMETHEUS: ("prometheus.json",),
+    Key.CANDIDATES: ("candidate-nodes.json",),
+    Key.DEVICE_CHECKPOINT: ("kubelet_internal_checkpoint",),
+    Key.GPU_OPERATOR: ("gpu-operator.json",),
+    Key.JOB_PODS: ("job-pods.json",),
 }
 
 #: Keys whose content is a Kubernetes object or list (JSON or YAML).
@@ -120,6 +135,13 @@ DESCRIPTIONS: dict[Key, str] = {
     Key.NVIDIA_TOPO: "GPU/CPU/NUMA topology (nvidia-smi topo -m)",
     Key.NVLINK: "NVLink link status (nvidia-smi nvlink -s)",
     Key.PROMETHEUS: "GPU metrics history from Prometheus (DCGM exporter)",
+    Key.CANDIDATES: "candidate nodes of an unscheduled pod, with their node-level evidence",
+    Key.DEVICE_CHECKPOINT: "the kubelet's device-plugin checkpoint on the node "
+                           "(/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)",
+    Key.GPU_OPERATOR: "the GPU Operator on the node (component pods, validator logs, "
+                      "ClusterPolicy)",
+    Key.JOB_PODS: "the pods of the distributed job (pytorchjob/, jobset/, job/...) and their "
+                  "failures",
 }
 
 

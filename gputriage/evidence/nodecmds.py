@@ -36,6 +36,11 @@ KUBELET_KEYWORDS: tuple[str, ...] = (
     "runtime handler", "OCI runtime", "dynamic resources", "ResourceClaim", "CDI", "Xid",
 )
 
+#: Where the GPU Operator's driver container exposes its root filesystem on the host.
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
+#: The kubelet's device-manager checkpoint (pod -> device IDs), readable by root only.
+DEVICE_CHECKPOINT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+
 #: The status trailer the node script prints on stderr after the producer command finishes.
 RC_MARK = "gputriage-rc="
 #: Printed by the node script when the producer is not installed (it exits 127).
@@ -74,6 +79,9 @@ class NodeCommand:
     globs: frozenset[str] = field(default_factory=frozenset)
     #: A sentence for the Evidence detail describing what the filter kept.
     kept: str = ""
+    #: Tried only when every earlier alternative was unavailable (its program missing): the
+    #: GPU Operator's driver root is looked at only where the host has no nvidia-smi.
+    only_if_missing: bool = False
 
     @property
     def program(self) -> str:
@@ -149,6 +157,12 @@ def commands_for(key: Key, query: NodeQuery) -> tuple[NodeCommand, ...]:
         return (
             NodeCommand(key, ("nvidia-smi", "-q", "-x"), limit, newest=False, merge_stderr=True),
             NodeCommand(key, ("nvidia-smi", "-q"), limit, newest=False, merge_stderr=True),
+            # GPU Operator nodes: the driver (and nvidia-smi) live in the driver container's
+            # root, mounted on the host at /run/nvidia/driver; chroot needs root (--sudo).
+            # stderr stays apart so chroot's own failure (no such directory, not root) is a
+            # named unavailable/forbidden, never mistaken for nvidia-smi output.
+            NodeCommand(key, ("chroot", OPERATOR_DRIVER_ROOT, "nvidia-smi", "-q", "-x"), limit,
+                        newest=False, only_if_missing=True),
         )
     if key is Key.NVIDIA_TOPO:
         return (NodeCommand(key, ("nvidia-smi", "topo", "-m"), limit, newest=False,
@@ -156,6 +170,8 @@ def commands_for(key: Key, query: NodeQuery) -> tuple[NodeCommand, ...]:
     if key is Key.NVLINK:
         return (NodeCommand(key, ("nvidia-smi", "nvlink", "-s"), limit, newest=False,
                             merge_stderr=True),)
+    if key is Key.DEVICE_CHECKPOINT:
+        return (NodeCommand(key, ("cat", DEVICE_CHECKPOINT_PATH), limit, newest=False),)
     if key is Key.LSMOD:
         return (NodeCommand(key, ("lsmod",), limit, newest=False),)
     if key is Key.DEV_NVIDIA:
@@ -312,6 +328,9 @@ def collect_key(
     for cmd in commands:
         if failures and time_left() <= 0:
             break
+        if cmd.only_if_missing and (fallback is not None or any(
+                o.status is not Status.UNAVAILABLE for _, o in failures)):
+            continue
         outcome = read_outcome(cmd, run(cmd), sudo=sudo)
         if outcome.status is Status.OK and outcome.final:
             return _evidence(cmd, outcome, where, failures)

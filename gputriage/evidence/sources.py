@@ -25,6 +25,7 @@ NODE_KEYS: tuple[Key, ...] = (
     Key.CONTAINERD_CONFIG,
     Key.NVIDIA_TOPO,
     Key.NVLINK,
+    Key.DEVICE_CHECKPOINT,
 )
 #: What the API tells about a node without a pod (``gputriage node``), in the order a broker
 #: starts them.

@@ -18,6 +18,7 @@ class GpuRecord:
     pci_bus_id: str = ""  # normalised upper-case "0000:3B:00.0"
     name: str = ""
     serial: str = ""
+    board_part_number: str = ""  # what an RMA asks for, with the serial
     memory_total_mib: int | None = None
     memory_used_mib: int | None = None
     ecc_mode: str | None = None  # "Enabled" | "Disabled"

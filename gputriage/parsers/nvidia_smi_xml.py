@@ -110,6 +110,7 @@ def _gpu(index: int, g: ET.Element) -> GpuRecord:
     rec.name = clean(g.findtext("product_name")) or ""
     rec.uuid = clean(g.findtext("uuid")) or ""
     rec.serial = clean(g.findtext("serial")) or ""
+    rec.board_part_number = clean(g.findtext("board_part_number")) or ""
     rec.pci_bus_id = normalize_pci(g.get("id") or g.findtext("pci/pci_bus_id"))
     rec.memory_total_mib = to_mib(g.findtext("fb_memory_usage/total"))
     rec.memory_used_mib = to_mib(g.findtext("fb_memory_usage/used"))

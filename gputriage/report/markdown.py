@@ -97,6 +97,11 @@ def render_markdown(s: dict[str, Any]) -> str:
             out.append("")
 
     out += _differential(s.get("differential") or {})
+
+    from gputriage.report.gpu_section import render_gpu_markdown  # issue 13
+
+    out += render_gpu_markdown(s.get("placement") or {}, _cell)
+
     out += ["", "## How we got here", ""]
     for i, visit in enumerate(s["walk"], 1):
         line = f"{i}. **{md_cell(visit['title'])}** → {md_code(visit['target'] or 'waiting')}"

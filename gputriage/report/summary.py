@@ -19,6 +19,7 @@ from gputriage import __version__
 from gputriage.evidence.model import DESCRIPTIONS, EvidenceSet, Key, LineRef, Status
 from gputriage.facts.model import FactSet
 from gputriage.playbook.transcript import Finding, Outcome, Transcript, Visit
+from gputriage.report.gpu_section import gpu_section
 from gputriage.report.notes import Note
 from gputriage.textsafe import clean_obj
 
@@ -91,6 +92,8 @@ def build_summary(
         ],
         "excerpts": excerpts(transcript),
         "warnings": list(transcript.warnings),
+        # issue 13: pod <-> GPU mapping, candidate nodes of a Pending pod, a job's pods
+        "placement": gpu_section(facts),
     }
     summary["unreadable"] = [s for s in summary["sources"] if s["status"] != Status.OK.value]
     cleaned: dict[str, Any] = _clean(summary)

@@ -37,7 +37,7 @@ def test_collect_writes_the_bundle_layout(kube_api: KubeAPI, kubeconfig: Path, t
         "node-events.json", "quota.json", "owner-events.json", "runtimeclasses.json",
         "resourceclaims.json", "resourceslices.json", "deviceclasses.json",
         "device-plugin.log", "container.log", "container-previous.log", "kubelet.log",
-        "meta.json"])
+        "gpu-operator.json", "meta.json"])
     meta = json.loads((out / "meta.json").read_text())
     assert meta["tool"] == "gputriage" and meta["context"] == "test"
     assert meta["target"] == {"namespace": "ml", "pod": "trainer-0", "node": "gpu-node-1",
@@ -49,7 +49,7 @@ def test_collect_writes_the_bundle_layout(kube_api: KubeAPI, kubeconfig: Path, t
     assert meta["sources"]["dmesg"]["status"] == "unavailable"
     assert meta["sources"]["dmesg"]["file"] is None
     printed = capsys.readouterr()
-    assert f"wrote 16 of {len(Key)} pieces of evidence" in printed.out
+    assert f"wrote 17 of {len(Key)} pieces of evidence" in printed.out
     assert "replay: gputriage trainer-0 -n ml --from" in printed.out
     assert "collecting from context test (ml/trainer-0)" in printed.err
 

@@ -133,7 +133,8 @@ def test_discovery_documents(kube_api: KubeAPI) -> None:
     _, groups = get(kube_api, "/apis")
     served = {g["name"]: g["preferredVersion"]["version"] for g in groups["groups"]}
     assert served == {"apps": "v1", "batch": "v1", "node.k8s.io": "v1",
-                      "coordination.k8s.io": "v1", "resource.k8s.io": "v1beta1"}
+                      "coordination.k8s.io": "v1", "resource.k8s.io": "v1beta1",
+                      "nvidia.com": "v1", "kubeflow.org": "v1"}
     _, apps = get(kube_api, "/apis/apps/v1")
     assert {r["name"] for r in apps["resources"]} == {"deployments", "replicasets",
                                                        "statefulsets", "daemonsets"}

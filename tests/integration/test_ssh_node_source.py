@@ -68,6 +68,10 @@ def test_every_node_key_through_the_proxyjump_bastion(lab: SshLab, dials: list) 
         assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in containerd.raw
         # one per key, but containerd took three tries
         assert len(lab.node.commands()) == len(NODE_KEYS) + 2
+    checkpoint = ev[Key.DEVICE_CHECKPOINT]
+    assert checkpoint.source == (f"ssh {NODE_NAME}: cat "
+                                 "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
+    assert '"PodDeviceEntries"' in checkpoint.raw
 
     # Only the bastion was dialled; the node's private InternalIP and its sshd port never were.
     assert dials == [("127.0.0.1", lab.bastion.port)]

@@ -61,6 +61,10 @@ GROUPS: tuple[Resource, ...] = (
     Resource("batch", "v1", "cronjobs", "cronjob", "CronJob", True, ("cj",)),
     Resource("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", False),
     Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    # The NVIDIA GPU Operator's CRD (served with no objects unless a test adds one).
+    Resource("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", False),
+    # Kubeflow's training operator (served with no objects unless a test adds one).
+    Resource("kubeflow.org", "v1", "pytorchjobs", "pytorchjob", "PyTorchJob", True),
 )
 
 

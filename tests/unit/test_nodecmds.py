@@ -42,7 +42,10 @@ def test_exact_commands_per_key() -> None:
     assert shown == {
         Key.KUBELET_LOG: ["journalctl -u kubelet --no-pager --since -2h -o short-iso"],
         Key.DMESG: ["journalctl -k --no-pager --since -2h -o short-iso", "dmesg -T", "dmesg"],
-        Key.NVIDIA_SMI: ["nvidia-smi -q -x", "nvidia-smi -q"],
+        Key.NVIDIA_SMI: ["nvidia-smi -q -x", "nvidia-smi -q",
+                         "chroot /run/nvidia/driver nvidia-smi -q -x"],
+        Key.DEVICE_CHECKPOINT: [
+            "cat /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"],
         Key.LSMOD: ["lsmod"],
         Key.DEV_NVIDIA: ["ls -l /dev/nvidia*"],
         Key.CONTAINERD_CONFIG: ["cat /etc/containerd/config.toml",
@@ -180,6 +183,7 @@ def test_nvidia_smi_error_text_kept_after_trying_plain_q() -> None:
             b"Make sure that the latest NVIDIA driver is installed and running.\n")
     ev, calls = run(Key.NVIDIA_SMI, [RawResult(0, text, b"gputriage-rc=9\n"),
                                      RawResult(0, text, b"gputriage-rc=9\n")])
+    # The host has nvidia-smi: the GPU Operator's driver root is not looked at.
     assert calls == ["nvidia-smi -q -x", "nvidia-smi -q"]
     assert ev.status is Status.OK and ev.raw == text.decode() and ev.format == "text"
     assert ev.detail.startswith("1 lines; nvidia-smi -q -x exited 9: NVIDIA-SMI has failed")
@@ -219,3 +223,28 @@ def test_warnings_beside_output_and_clipped_output() -> None:
     silent = RawResult(None, b"", b"")
     assert read_outcome(lsmod, silent).reason == (
         "lsmod: the node closed the channel without a status")
+
+
+def test_operator_driver_root_is_tried_when_the_host_has_no_nvidia_smi() -> None:
+    """GPU Operator nodes: nvidia-smi lives in the driver container's root."""
+    missing = RawResult(127, b"", b"gputriage: nvidia-smi: command not found\n")
+    xml = (b"<?xml version=\"1.0\" ?>\n"
+           b"<nvidia_smi_log><attached_gpus>1</attached_gpus></nvidia_smi_log>\n")
+    ev, calls = run(Key.NVIDIA_SMI, [missing, missing, RawResult(0, xml, b"gputriage-rc=0\n")])
+    assert calls[-1] == "chroot /run/nvidia/driver nvidia-smi -q -x"
+    assert ev.ok and ev.format == "xml"
+    assert ev.source == "ssh gpu-7: chroot /run/nvidia/driver nvidia-smi -q -x"
+
+    # Neither on the host nor an Operator driver root: both named in the reason.
+    no_root = RawResult(0, b"", b"chroot: cannot change root directory to '/run/nvidia/driver'"
+                                b": No such file or directory\ngputriage-rc=125\n")
+    ev, _ = run(Key.NVIDIA_SMI, [missing, missing, no_root])
+    assert ev.status is Status.UNAVAILABLE
+    assert "nvidia-smi is not installed on the node" in ev.detail
+    assert "/run/nvidia/driver': No such file or directory" in ev.detail
+
+    # Not root: chroot is refused, and the reason says how to get it.
+    not_root = RawResult(0, b"", b"chroot: cannot change root directory to '/run/nvidia/driver'"
+                                 b": Operation not permitted\ngputriage-rc=125\n")
+    ev, _ = run(Key.NVIDIA_SMI, [missing, missing, not_root])
+    assert ev.status is Status.FORBIDDEN and "--sudo" in ev.detail
