@@ -51,3 +51,10 @@ def require_tool(name: str, path: str | None = None) -> str:
             pytest.fail(f"CI: {msg}")
         pytest.skip(msg)
     return found
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never read or write the user's real cache (the playbook load cache lives there).
+    Child processes inherit it."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
