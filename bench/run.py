@@ -14,8 +14,8 @@ Live figures run against the test Kubernetes API (``tests/kubeapi``) and a real 
 * startup: ``gputriage --help``; the live TUI's first paint and pod facts on screen
   (``bench/startup_bench.py``), and the demo scenarios (``bench/tui_startup.py``);
 * walk: all sources at once vs the slowest single source (``bench/walk_bench.py``);
-* vs manual: ``gputriage <pod> --report json`` vs kubectl x3 + ssh x3 run one after another
-  (``bench/manual_bench.py``);
+* vs manual: ``gputriage <pod> --report json`` vs kubectl x3 + ssh x3 run one after another,
+  in interleaved rounds, and a fresh headless bundle replay (``bench/manual_bench.py``);
 * scan: 5,000 nodes / 100,000 pods vs ``kubectl get pods -A -o json``
   (``bench/scan_bench.py``, when present);
 * node bytes: bytes on the wire for a 1M-line journal and a 100 MB kernel log
@@ -23,14 +23,19 @@ Live figures run against the test Kubernetes API (``tests/kubeapi``) and a real 
 * playbooks: load, per-condition and full-walk evaluation (``bench/conditions_bench.py``,
   and ``bench/playbooks_bench.py``).
 
-Benchmarks print figures; they are never timed unit tests. Exit status 0 unless a section
-could not run (a MISS is a finding, not a failure of the script).
+gputriage is timed as installed: a wheel built from the checkout, installed into its own venv
+in a temp dir with its bytecode (``bench/_install.py``), run by its console script;
+``--source-tree`` times the checkout instead. The machine's load average is printed at the
+start and the end. Benchmarks print figures; they are never timed unit tests. Exit status 0
+unless a section could not run (a MISS is a finding, not a failure of the script).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import os
 import re
 import sys
 import traceback
@@ -41,9 +46,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _util
+from bench._install import Installed
 from bench._util import ROOT, Figure, info, machine, run_child
 
-SECTIONS = ("startup", "walk", "vs-manual", "scan", "node-bytes", "playbooks")
+SECTIONS = ("vs-manual", "startup", "walk", "scan", "node-bytes", "playbooks")
 
 
 @dataclass
@@ -77,7 +83,7 @@ def startup(report: Report, args: argparse.Namespace) -> None:
     from bench import startup_bench
     from bench._lab import Lab
 
-    with Lab(args.latency_ms / 1000) as lab:
+    with Lab(args.latency_ms / 1000, args.installed) as lab:
         report.figures += startup_bench.measure(lab, args.runs)
     out = _script("tui_startup.py", "--runs", str(max(1, args.runs // 2)))
     if out is None:
@@ -109,8 +115,9 @@ def vs_manual(report: Report, args: argparse.Namespace) -> None:
     if missing:
         report.problems.append(f"vs-manual skipped: {', '.join(missing)} not installed")
         return
-    with Lab(args.latency_ms / 1000) as lab:
+    with Lab(args.latency_ms / 1000, args.installed) as lab:
         report.figures += manual_bench.measure(lab, args.runs)
+        report.figures += manual_bench.measure_replay(lab, args.runs)
 
 
 #: A row of bench/scan_bench.py's table: command, wall s, peak RSS MiB, output MiB.
@@ -296,10 +303,23 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"run only these sections ({', '.join(SECTIONS)})")
     parser.add_argument("--markdown", metavar="FILE",
                         help="also write the figures as Markdown (docs/performance.md)")
+    parser.add_argument("--source-tree", action="store_true",
+                        help="time the checkout's gputriage instead of an installed wheel")
     args = parser.parse_args(argv)
     args.runs = args.runs or (2 if args.quick else 5)
+    with contextlib.ExitStack() as stack:
+        args.installed = None
+        if not args.source_tree:
+            _say("[bench] building and installing the wheel…")
+            args.installed = stack.enter_context(Installed()).gputriage
+        return _run(args)
 
+
+def _run(args: argparse.Namespace) -> int:
     info_rows = machine()
+    info_rows["gputriage under test"] = (
+        f"installed wheel, own venv, bytecode present ({args.installed})" if args.installed
+        else "the source tree (--source-tree)")
     for key, value in info_rows.items():
         print(f"{key + ':':<34} {value}")
     print(f"{'injected latency:':<34} {args.latency_ms:g} ms per API request and SSH command")
@@ -315,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             report.problems.append(f"{name} failed: {type(exc).__name__}: {exc}")
             traceback.print_exc()
     print(table(report.figures))
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\nload average at the end: {load}")
+    info_rows["load average at the end"] = load
     for title, text in report.details.items():
         print(f"\n{title}\n{text.rstrip()}")
     if report.problems:
