@@ -11,7 +11,6 @@ A session never raises for evidence it could not get; that becomes an Evidence w
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +62,8 @@ class BundleSession:
         return tuple(Key)
 
     async def stream(self) -> AsyncIterator[Evidence]:
+        import asyncio  # only the TUI streams a bundle; a headless replay never imports it
+
         evidence = await asyncio.to_thread(self._load)
         for key in Key:
             yield evidence.get_or_missing(key)
