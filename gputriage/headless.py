@@ -15,8 +15,12 @@ import argparse
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputriage.errors import GputriageError
+
+if TYPE_CHECKING:
+    from gputriage.playbook.model import PlaybookSet
 
 EXIT_FINDING = 0
 EXIT_UNDETERMINED = 3
@@ -35,25 +39,36 @@ def parse_pairs(values: list[str], flag: str) -> dict[str, str]:
     return pairs
 
 
-def run_headless(args: argparse.Namespace) -> int:
-    from gputriage.facts.build import build_facts
-    from gputriage.playbook.engine import walk
+def _prepare_walk(dirs: list[Path]) -> PlaybookSet:
+    """Everything the walk needs besides the evidence: the code that builds facts, walks and
+    renders (imported here, in the background), and the playbooks."""
+    import gputriage.facts.build
+    import gputriage.playbook.engine
+    import gputriage.report.render  # noqa: F401
     from gputriage.playbook.loader import load_playbooks
-    from gputriage.report.notes import read_notes_file
-    from gputriage.report.render import render
-    from gputriage.report.write import atomic_write
+
+    return load_playbooks(dirs)
+
+
+def run_headless(args: argparse.Namespace) -> int:
     from gputriage.session import open_session
 
     answers = parse_pairs(getattr(args, "answer", []) or [], "--answer")
     overrides = parse_pairs(getattr(args, "override", []) or [], "--override")
     dirs = [Path(p) for p in getattr(args, "playbooks", []) or []]
-    # Importing cel and compiling every condition takes a few hundred milliseconds: do it
-    # while the evidence is being collected, not before.
+    # Importing the walk's code and loading the playbooks take CPU time: do it while the
+    # evidence is on its way (the collection is mostly waiting on the network), not before.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="playbooks") as pool:
-        loading = pool.submit(load_playbooks, dirs)
+        loading = pool.submit(_prepare_walk, dirs)
         session = open_session(args)
         evidence = session.collect_all()
         playbooks = loading.result()
+    from gputriage.facts.build import build_facts
+    from gputriage.playbook.engine import walk
+    from gputriage.report.notes import read_notes_file
+    from gputriage.report.render import render
+    from gputriage.report.write import atomic_write
+
     for problem in playbooks.problems:
         print(f"gputriage: warning: skipped playbook: {problem}", file=sys.stderr)
     facts = build_facts(evidence)
