@@ -1,7 +1,7 @@
 """The playbook load cache: hit, miss, invalidation on edit, corrupt and unwritable caches.
 
-Every test points ``XDG_CACHE_HOME`` at its own folder and loads real playbook files (the
-valid fixtures and the shipped set); the cache's entries are real JSON files.
+Every test points ``XDG_CACHE_HOME`` at its own folder and loads real playbook files (a copy
+of the shipped set, loaded as a user's directory); the cache's entries are real JSON files.
 """
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from playbook_facts import KNOWN, VALID
-
 from gputriage.playbook import load_cache
-from gputriage.playbook.loader import load_playbooks
+from gputriage.playbook.loader import load_playbooks, shipped_sources
 from gputriage.playbook.source_map import parse_yaml
 
 
@@ -37,16 +35,26 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+#: The router: it goes to every other playbook.
+ROUTER = "triage.yaml"
+
+
 def _copy_valid(tmp_path: Path) -> Path:
+    """The shipped playbooks, copied into a directory of their own."""
     d = tmp_path / "books"
     d.mkdir()
-    for f in VALID.glob("*.yaml"):
-        (d / f.name).write_bytes(f.read_bytes())
+    for source in shipped_sources():
+        (d / Path(source.name).name).write_bytes(source.read.read_bytes())
+    assert (d / ROUTER).exists()
     return d
 
 
+def _names(d: Path) -> list[str]:
+    return sorted(p.name for p in d.glob("*.yaml"))
+
+
 def _load(d: Path):  # type: ignore[no-untyped-def]
-    return load_playbooks([d], known_facts=KNOWN, shipped=False, user_config=False)
+    return load_playbooks([d], shipped=False, user_config=False)
 
 
 def _shape(result) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -59,9 +67,9 @@ def test_first_load_misses_and_writes_one_entry_per_file(cache: Path, parses: li
     d = _copy_valid(tmp_path)
     result = _load(d)
     assert not result.problems
-    assert sorted(parses) == ["lost-gpu.yaml", "router.yaml"]
+    assert sorted(parses) == _names(d)
     entries = sorted(cache.glob("*.json"))
-    assert len(entries) == 2
+    assert len(entries) == len(_names(d)) > 5
     for entry in entries:
         data = json.loads(entry.read_text())
         assert data["format"] == load_cache.FORMAT
@@ -90,12 +98,13 @@ def test_editing_a_file_misses_for_that_file_only(cache: Path, parses: list[str]
     d = _copy_valid(tmp_path)
     _load(d)
     parses.clear()
-    router = d / "router.yaml"
-    router.write_text(router.read_text().replace("title:", "title: (edited)", 1))
+    router = d / ROUTER
+    router.write_text(router.read_text().replace("\ntitle: ", "\ntitle: (edited) ", 1))
     result = _load(d)
-    assert parses == ["router.yaml"]
-    assert "(edited)" in result.playbooks["router"].title
-    assert len(list(cache.glob("*.json"))) == 3
+    assert parses == [ROUTER]
+    assert not result.problems
+    assert any("(edited)" in pb.title for pb in result.playbooks.values())
+    assert len(list(cache.glob("*.json"))) == len(_names(d)) + 1
 
 
 def test_a_new_gputriage_version_misses(cache: Path, parses: list[str], tmp_path: Path,
@@ -106,7 +115,7 @@ def test_a_new_gputriage_version_misses(cache: Path, parses: list[str], tmp_path
     monkeypatch.setattr(load_cache, "__version__", "99.0.0")
     monkeypatch.setattr(load_cache, "_salt", None)
     _load(d)
-    assert sorted(parses) == ["lost-gpu.yaml", "router.yaml"]
+    assert sorted(parses) == _names(d)
 
 
 @pytest.mark.parametrize("garbage", [b"", b"{not json", b"[1, 2]", b'{"format": 0, "data": {}}',
@@ -119,7 +128,7 @@ def test_a_corrupt_entry_is_ignored_and_rewritten(cache: Path, parses: list[str]
         entry.write_bytes(garbage)
     parses.clear()
     second = _load(d)
-    assert sorted(parses) == ["lost-gpu.yaml", "router.yaml"]
+    assert sorted(parses) == _names(d)
     assert not second.problems
     assert _shape(second) == _shape(first)
     assert all(json.loads(e.read_text())["format"] == 1 for e in cache.glob("*.json"))
@@ -132,10 +141,10 @@ def test_an_unwritable_cache_is_not_an_error(cache: Path, parses: list[str],
     d = _copy_valid(tmp_path)
     result = _load(d)
     assert not result.problems
-    assert sorted(result.playbooks) == ["lost-gpu", "router"]
+    assert len(result.playbooks) == len(_names(d))
     parses.clear()
     _load(d)
-    assert sorted(parses) == ["lost-gpu.yaml", "router.yaml"]  # nothing cached, no error
+    assert sorted(parses) == _names(d)  # nothing cached, no error
 
 
 def test_a_file_with_problems_is_never_cached(cache: Path, tmp_path: Path) -> None:
@@ -151,18 +160,18 @@ def test_a_problem_in_a_cached_file_is_still_placed_at_file_line_col(
         cache: Path, parses: list[str], tmp_path: Path) -> None:
     d = _copy_valid(tmp_path)
     _load(d)
-    (d / "lost-gpu.yaml").unlink()  # router.yaml now has a goto to nowhere, found set-wide
+    for other in d.glob("*.yaml"):  # the router now goes to playbooks that are not there
+        if other.name != ROUTER:
+            other.unlink()
     parses.clear()
     result = _load(d)
-    assert result.problems
-    problem = result.problems[0]
-    assert problem.message.startswith("'goto' names a ")
-    assert problem.message.endswith("that does not exist: 'lost-gpu'")
-    assert all(p.file == str(d / "router.yaml") and p.line > 0 for p in result.problems)
-    assert problem.file == str(d / "router.yaml")
-    assert (problem.line, problem.col) > (0, 0)
-    assert "lost-gpu" in problem.source_line
-    assert parses == ["router.yaml"]  # parsed once, only to place the problem
+    gotos = [p for p in result.problems if p.message.startswith("'goto' names a ")]
+    assert gotos
+    for problem in gotos:
+        assert problem.file == str(d / ROUTER)
+        assert (problem.line, problem.col) > (0, 0)
+        assert "goto" in problem.source_line  # the line of the file, from the source map
+    assert parses == [ROUTER]  # parsed once, only to place the problems
 
 
 def test_shipped_playbooks_load_the_same_from_the_cache(cache: Path, parses: list[str]) -> None:
@@ -181,5 +190,5 @@ def test_the_cache_can_be_turned_off(cache: Path, parses: list[str], tmp_path: P
     d = _copy_valid(tmp_path)
     _load(d)
     _load(d)
-    assert sorted(parses) == ["lost-gpu.yaml", "lost-gpu.yaml", "router.yaml", "router.yaml"]
+    assert sorted(parses) == sorted(_names(d) * 2)
     assert not cache.exists()
