@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from gputriage.playbook import load_cache
 from gputriage.playbook.loader import load_playbooks, shipped_sources
 from gputriage.playbook.source_map import parse_yaml
