@@ -114,8 +114,11 @@ def run_child(argv: Sequence[str], *, timeout: float = 600.0,
     """Run ``argv``; wall time and the child's own peak RSS (``wait4``), output captured."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
+        # Bytecode is written and read as on any install (a figure never includes compiling
+        # gputriage's sources, whatever the caller's environment says).
         proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=err,
-                                env={**os.environ, **(env or {})})
+                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "",
+                                     **(env or {})})
         timer = threading.Timer(timeout, lambda: _kill(proc.pid))
         timer.start()
         try:
