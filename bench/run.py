@@ -182,11 +182,21 @@ def playbooks(report: Report, args: argparse.Namespace) -> None:
 #: What is known about a figure's cost, printed under it when it misses its goal.
 EXPLAIN: dict[str, str] = {
     "manual chain / gputriage": (
-        "A fresh `gputriage --report` process spends most of its wall time importing "
-        "kubernetes, paramiko and cel (`python -X importtime`: about 0.4 + 0.3 + 0.3 s here) "
-        "and loads the playbooks before it starts collecting; the collection itself is the "
-        "`walk` section's figure. Loading playbooks while evidence is collected, and fewer "
-        "eager imports on the headless path, are the levers."),
+        "A fresh process pays for its start-up in CPU time, which threads cannot hide on two "
+        "cores (the GIL runs Python code one thread at a time). With CEL's compiled module "
+        "only, playbooks from the load cache, the standard library's HTTPS instead of the "
+        "official Kubernetes client, the walk's code imported while the API answers and SSH "
+        "connected as soon as the pod names its node, a live triage still spends about 0.4 s "
+        "of CPU here: importing gputriage (about 100 modules; their dataclasses and regular "
+        "expressions are built at import), paramiko (about 0.09 s), TLS and SSH handshakes "
+        "and packets, then facts, walk and report. kubectl and ssh are compiled programs. The "
+        "ratio grows with real latency (gputriage's ~20 requests and 6 node commands run at "
+        "once; the chain pays every round trip in turn) and shrinks with machine load: "
+        "compare the load average printed with the figures."),
+    "gputriage POD --from BUNDLE --report json (fresh process)": (
+        "A replay is CPU only (about 0.17 s of CPU time on this machine: imports, facts, "
+        "walk, report); on a loaded machine its wall time is a multiple of that. Compare the "
+        "load average printed with the figures."),
     "TUI: pod facts on screen after the API answered": (
         "It is the first paint after the session is open plus the first facts build (the "
         "'from launch' rows above give the split), while the playbook worker imports cel and "
@@ -274,11 +284,13 @@ def markdown(report: Report, args: argparse.Namespace, info_rows: dict[str, str]
             ("walk_bench.py", "every evidence key collected concurrently, facts built and the "
                               "shipped playbooks walked, against each key alone with only what "
                               "it needs (fresh connections); ratio to the slowest."),
-            ("manual_bench.py", "a fresh `gputriage <pod> --report json` process against "
-                                "`kubectl describe pod`, `kubectl get node -o json`, "
-                                "`kubectl logs`, `ssh node journalctl -u kubelet`, `ssh node "
-                                "dmesg -T`, `ssh node nvidia-smi -q -x` run one after another "
-                                "(machine time only)."),
+            ("manual_bench.py", "a fresh `gputriage <pod> --report json` process of the "
+                                "installed wheel against `kubectl describe pod`, `kubectl get "
+                                "node -o json`, `kubectl logs`, `ssh node journalctl -u "
+                                "kubelet`, `ssh node dmesg -T`, `ssh node nvidia-smi -q -x` run "
+                                "one after another (machine time only), in interleaved rounds "
+                                "(the ratio is the median of the per-round ratios); and a "
+                                "fresh headless replay of a built-in scenario."),
             ("scan_bench.py", "`gputriage scan -A` over 5,000 nodes and 100,000 pods against "
                               "`kubectl get pods -A -o json`, with peak RSS (its own API "
                               "server, without injected latency)."),
