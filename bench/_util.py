@@ -107,6 +107,8 @@ class ChildRun:
     stderr: str
     wall_s: float
     max_rss_mib: float
+    #: CPU time (user + system) the child used: what machine load does not inflate much.
+    cpu_s: float = 0.0
 
 
 def run_child(argv: Sequence[str], *, timeout: float = 600.0,
@@ -130,7 +132,8 @@ def run_child(argv: Sequence[str], *, timeout: float = 600.0,
         out.seek(0)
         err.seek(0)
         return ChildRun(proc.returncode, out.read().decode(errors="replace"),
-                        err.read().decode(errors="replace"), wall, usage.ru_maxrss / 1024)
+                        err.read().decode(errors="replace"), wall, usage.ru_maxrss / 1024,
+                        usage.ru_utime + usage.ru_stime)
 
 
 def _kill(pid: int) -> None:

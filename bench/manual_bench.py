@@ -47,7 +47,8 @@ REPLAY_GOAL_S = 0.35
 OK_EXITS = (0, 3, 4)
 
 
-def gputriage_once(lab: Lab) -> float:
+def gputriage_once(lab: Lab) -> tuple[float, float]:
+    """Wall and CPU seconds of one fresh ``gputriage <pod> --report json``."""
     out = lab.dir / "report.json"
     out.unlink(missing_ok=True)
     done = run_child([*lab.gputriage(), *lab.triage_args("--report", "json", "-o", str(out))],
@@ -55,23 +56,26 @@ def gputriage_once(lab: Lab) -> float:
     if done.returncode not in OK_EXITS or not out.exists():
         raise RuntimeError(f"gputriage --report failed ({done.returncode}): "
                            f"{done.stderr[-1000:]}")
-    return done.wall_s
+    return done.wall_s, done.cpu_s
 
 
-def manual_once(lab: Lab) -> tuple[float, dict[str, float]]:
+def manual_once(lab: Lab) -> tuple[float, dict[str, float], float]:
+    """Wall seconds of the chain, of each command, and the chain's CPU seconds."""
     shutil.rmtree(lab.kubecache, ignore_errors=True)
     lab.kubecache.mkdir()
     steps: dict[str, float] = {}
+    cpu = 0.0
     for argv in lab.manual_chain():
         done = run_child(argv, env=lab.env(), timeout=120, cwd=lab.dir)
         label = " ".join(a for a in argv if not a.startswith(("/", "--kubeconfig", "-F")))
         if done.returncode != 0 or not done.stdout.strip():
             raise RuntimeError(f"{label} failed ({done.returncode}): {done.stderr[-500:]}")
         steps[label] = done.wall_s
-    return sum(steps.values()), steps
+        cpu += done.cpu_s
+    return sum(steps.values()), steps, cpu
 
 
-def replay_once(lab: Lab) -> float:
+def replay_once(lab: Lab) -> tuple[float, float]:
     """A fresh ``gputriage trainer-0 --from BUNDLE --report json`` (no cluster, no node)."""
     out = lab.dir / "replay.json"
     out.unlink(missing_ok=True)
@@ -80,7 +84,7 @@ def replay_once(lab: Lab) -> float:
                      cwd=lab.dir)
     if done.returncode not in OK_EXITS or not out.exists():
         raise RuntimeError(f"gputriage --from failed ({done.returncode}): {done.stderr[-1000:]}")
-    return done.wall_s
+    return done.wall_s, done.cpu_s
 
 
 @dataclass
@@ -90,6 +94,8 @@ class Rounds:
     ours: list[float] = field(default_factory=list)
     manual: list[float] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
+    ours_cpu: list[float] = field(default_factory=list)
+    manual_cpu: list[float] = field(default_factory=list)
 
     @property
     def ratios(self) -> list[float]:
@@ -102,13 +108,15 @@ def rounds(lab: Lab, runs: int) -> Rounds:
     result = Rounds()
     for i in range(runs):
         if i % 2:
-            manual, _ = manual_once(lab)
-            ours = gputriage_once(lab)
+            manual, _, manual_cpu = manual_once(lab)
+            ours, ours_cpu = gputriage_once(lab)
         else:
-            ours = gputriage_once(lab)
-            manual, _ = manual_once(lab)
+            ours, ours_cpu = gputriage_once(lab)
+            manual, _, manual_cpu = manual_once(lab)
         result.ours.append(ours)
         result.manual.append(manual)
+        result.ours_cpu.append(ours_cpu)
+        result.manual_cpu.append(manual_cpu)
         result.load.append(os.getloadavg()[0])
     return result
 
@@ -128,20 +136,30 @@ def measure(lab: Lab, runs: int) -> list[Figure]:
              f"rounds: {', '.join(f'{x:.2f}' for x in r.manual)}"),
         at_least(SECTION, "manual chain / gputriage", median(r.ratios), "x", 3.0, goal=">= 3x",
                  note=f"{note}; per round: {', '.join(f'{x:.2f}' for x in r.ratios)}"),
-        info(SECTION, "machine load during the rounds", max(r.load), "", load),
+        info(SECTION, "gputriage CPU time (user + system)", median(r.ours_cpu), "s",
+             "median; load-independent-ish: what the process itself computed"),
+        info(SECTION, "manual chain CPU time (user + system, 6 processes)",
+             median(r.manual_cpu), "s", "median"),
+        info(SECTION, "machine load during the rounds (1-min average, max)",
+             round(max(r.load), 2), "", load),
     ]
 
 
 def measure_replay(lab: Lab, runs: int) -> list[Figure]:
     cache = lab.dir / "cache"
     shutil.rmtree(cache, ignore_errors=True)
-    cold = replay_once(lab)  # fills the playbook cache, as a user's first run does
-    warm = median(replay_once(lab) for _ in range(runs))
+    cold, _ = replay_once(lab)  # fills the playbook cache, as a user's first run does
+    warm = [replay_once(lab) for _ in range(runs)]
     what = "installed wheel" if lab.installed else "source tree"
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return [
         info("replay", "replay, first run (cold playbook cache)", cold, "s", what),
-        at_most("replay", "gputriage POD --from BUNDLE --report json (fresh process)", warm, "s",
-                REPLAY_GOAL_S, note=f"median of {runs}; {what}; scenario {SCENARIO.name}"),
+        at_most("replay", "gputriage POD --from BUNDLE --report json (fresh process)",
+                median(w for w, _ in warm), "s", REPLAY_GOAL_S,
+                note=f"median of {runs}; {what}; scenario {SCENARIO.name}; load average "
+                     f"after: {load}"),
+        info("replay", "replay CPU time (user + system)", median(c for _, c in warm), "s",
+             f"median of {runs}"),
     ]
 
 
@@ -158,7 +176,7 @@ def main() -> int:
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         for f in [*measure(lab, args.runs), *measure_replay(lab, args.runs)]:
             print(f"{f.name:<58} {f.shown():>10}  {f.goal:<10} {f.verdict}  {f.note}")
-        _, steps = manual_once(lab)
+        _, steps, _ = manual_once(lab)
         for label, seconds in steps.items():
             print(f"  {label:<50} {seconds:8.3f} s")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
