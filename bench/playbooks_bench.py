@@ -5,8 +5,9 @@
 
 Prints: the cost of loading the CEL engine (its compiled module, as gputriage does); loading
 (parse + compile) the shipped playbooks; building one CEL context from real facts (a pod
-object through the real fact builders); evaluating a typical condition (per evaluation, the budget is well under 1 ms); and a whole walk of the
-router. Numbers are medians (per-evaluation: the mean of many) on this machine.
+object through the real fact builders); evaluating a typical condition (per evaluation, the
+budget is well under 1 ms); and a whole walk of the router. Numbers are medians
+(per-evaluation: the mean of many) on this machine.
 """
 
 from __future__ import annotations
