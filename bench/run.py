@@ -189,14 +189,15 @@ EXPLAIN: dict[str, str] = {
         "connected as soon as the pod names its node, a live triage still spends about 0.4 s "
         "of CPU here: importing gputriage (about 100 modules; their dataclasses and regular "
         "expressions are built at import), paramiko (about 0.09 s), TLS and SSH handshakes "
-        "and packets, then facts, walk and report. kubectl and ssh are compiled programs. The "
+        "and packets, then facts, walk and report (the CPU time rows: more than the manual "
+        "chain's six processes together). kubectl and ssh are compiled programs. The "
         "ratio grows with real latency (gputriage's ~20 requests and 6 node commands run at "
         "once; the chain pays every round trip in turn) and shrinks with machine load: "
         "compare the load average printed with the figures."),
     "gputriage POD --from BUNDLE --report json (fresh process)": (
-        "A replay is CPU only (about 0.17 s of CPU time on this machine: imports, facts, "
-        "walk, report); on a loaded machine its wall time is a multiple of that. Compare the "
-        "load average printed with the figures."),
+        "A replay is CPU only (imports, facts, walk, report: the 'replay CPU time' row); on a "
+        "loaded machine its wall time is a multiple of that. Compare the load average "
+        "printed with the figures."),
     "TUI: pod facts on screen after the API answered": (
         "It is the first paint after the session is open plus the first facts build (the "
         "'from launch' rows above give the split), while the playbook worker imports cel and "
@@ -330,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     info_rows = machine()
     info_rows["gputriage under test"] = (
-        f"installed wheel, own venv, bytecode present ({args.installed})" if args.installed
+        "installed wheel, own venv in a temp dir, bytecode present" if args.installed
         else "the source tree (--source-tree)")
     for key, value in info_rows.items():
         print(f"{key + ':':<34} {value}")
