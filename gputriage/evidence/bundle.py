@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gputriage.errors import GputriageError
+from gputriage.evidence.loose_files import stand_ins
 from gputriage.evidence.model import BUNDLE_FILES, DESCRIPTIONS, Evidence, EvidenceSet, Key, Status
 
 #: Logs bigger than this are read from their tail only (the newest lines matter most).
@@ -58,6 +59,9 @@ def read_bundle(path: str | os.PathLike[str]) -> EvidenceSet:
     for key, names in BUNDLE_FILES.items():
         items.append(_read_key(root, key, names, meta))
     evidence = EvidenceSet(items)
+    missing = [ev.key for ev in items if ev.status is Status.UNAVAILABLE]
+    for stand_in in stand_ins(root, missing):
+        evidence = evidence.with_evidence(stand_in)
     pod = evidence[Key.POD]
     if pod.status is Status.UNAVAILABLE and not _owner_only(meta, evidence):
         raise GputriageError(
@@ -117,7 +121,7 @@ def _complete(meta: dict[str, Any], recorded: Any) -> bool:
     A hand-assembled bundle holds what someone pasted, so an item missing from its lists
     (the device-plugin pod in node-pods.json, say) is unknown rather than absent.
     """
-    if meta.get("tool") != "gputriage":
+    if not str(meta.get("tool") or "").startswith("gputriage"):
         return False
     if isinstance(recorded, dict) and "complete" in recorded:
         return recorded["complete"] is True

@@ -216,11 +216,6 @@ def _facts(ev: Evidence, pod: dict[str, Any]) -> FactGroup:
 
     if visible:
         cite("visible_devices", cite_text(ev, "NVIDIA_VISIBLE_DEVICES"))
-    if values["gpu_involved"]:
-        for ref in cites.get("gpu_resources", []):
-            cite("gpu_involvement", ref)
-        if values["runtime_class"]:
-            cite("gpu_involvement", cite_field(ev, "runtimeClassName", values["runtime_class"]))
     for name in ("phase", "reason", "node", "runtime_class", "qos_class", "priority_class",
                  "scheduler_name"):
         if values[name]:
@@ -264,6 +259,11 @@ def _facts(ev: Evidence, pod: dict[str, Any]) -> FactGroup:
     for c in conditions:
         if c["status"] != "True" and c["type"]:
             cite("conditions", cite_text(ev, c["message"] or c["type"]))
+    if values["gpu_involved"]:
+        for ref in cites.get("gpu_resources", []):
+            cite("gpu_involvement", ref)
+        if values["runtime_class"]:
+            cite("gpu_involvement", cite_field(ev, "runtimeClassName", values["runtime_class"]))
     return known(SPEC, values, cites)
 
 

@@ -132,7 +132,10 @@ class _Walker:
         consistent.sort(key=lambda t: (t[0], t[1]))
         ranked = [alt for _, _, alt in consistent]
         verdict = walked.findings[0] if walked.findings else None
-        overridden = bool(self.visits) and self.visits[-1].outcome is Outcome.OVERRIDE
+        # The SRE's own choice (an override or an answer) is evidence the differential cannot
+        # see: such a verdict is kept, with the differential shown beside it.
+        overridden = bool(self.visits) and self.visits[-1].outcome in (Outcome.OVERRIDE,
+                                                                        Outcome.ANSWER)
         findings = walked.findings
         confidence = ""
         if verdict is not None and not verdict.undetermined:
@@ -140,7 +143,7 @@ class _Walker:
             verdict_truth = required.get(verdict.id)
             if overridden:
                 confidence = "likely" if verdict_truth is Truth.TRUE else "possible"
-            elif rule is not None or verdict_truth is Truth.FALSE:
+            elif rule is not None or verdict_truth is Truth.FALSE:  # withdrawn
                 why = (f"{rule.because}" if rule is not None else
                        "the evidence it requires does not hold")
                 self.warnings.append(f"the walk reached '{verdict.id}', but it is withdrawn: "
@@ -188,8 +191,15 @@ class _Walker:
         return None
 
     def _propose_from(self, ranked: list[Alternative]) -> Finding | None:
-        """The best-supported consistent finding, as if the walk had reached it."""
-        candidates = [a for a in ranked if a.id not in self._unproposable]
+        """The best-supported consistent finding, as if the walk had reached it.
+
+        Only findings the walk could still reach from where it stopped, within that step's
+        playbook, are candidates, so a proposal answers the question the walk was asking and
+        never an unrelated one.
+        """
+        stop = self.visits[-1].ref if self.visits else ""
+        reachable = self._reachable(stop) if stop else set()
+        candidates = [a for a in ranked if a.id not in self._unproposable and a.id in reachable]
         if not candidates:
             return None
         best = candidates[0]
@@ -205,8 +215,29 @@ class _Walker:
                                                               *finding.evidence))))
 
     def _proposal_confidence(self, ranked: list[Alternative]) -> str:
-        candidates = [a for a in ranked if a.id not in self._unproposable]
+        stop = self.visits[-1].ref if self.visits else ""
+        reachable = self._reachable(stop) if stop else set()
+        candidates = [a for a in ranked if a.id not in self._unproposable and a.id in reachable]
         return "likely" if len(candidates) == 1 else "possible"
+
+    def _reachable(self, start: str) -> set[str]:
+        """Findings reachable from step ``start`` without leaving its playbook."""
+        found: set[str] = set()
+        seen: set[str] = set()
+        todo = [start]
+        book = start.partition("/")[0]
+        while todo:
+            ref = todo.pop()
+            if ref in seen:
+                continue
+            seen.add(ref)
+            step = self.playbooks.step(ref)
+            for target in step.targets() if step is not None else ():
+                if target.conclude:
+                    found.add(target.raw)
+                elif target.playbook == book:
+                    todo.append(f"{target.playbook}/{target.step}")
+        return found
 
     def _site(self, fid: str) -> str:
         """The first ``playbook/step`` whose branch, otherwise or choice concludes ``fid``."""

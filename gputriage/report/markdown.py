@@ -35,7 +35,8 @@ def _cell(text: Any) -> str:
 
 def render_markdown(s: dict[str, Any]) -> str:
     t = s["target"]
-    title = f"{t['namespace']}/{t['pod']}" if t.get("pod") else t.get("session", "")
+    title = (f"{t['namespace']}/{t['pod']}" if t.get("pod") else
+             f"{t['namespace']}/{t['owner']}" if t.get("owner") else t.get("session", ""))
     out: list[str] = [f"# GPU incident summary: {md_text(title)}", ""]
     v = s["verdict"]
     if v["status"] == "finding":
