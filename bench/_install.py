@@ -10,6 +10,7 @@ line naming its site-packages), where they are installed and byte-compiled alrea
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,10 @@ from pathlib import Path
 from types import TracebackType
 
 from bench._util import ROOT
+
+#: What ``pyproject.toml`` builds the wheel from (the package, the playbooks it maps in, and
+#: the files the metadata reads).
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "gputriage", "playbooks")
 
 
 class Installed:
@@ -51,10 +56,14 @@ class Installed:
 
     def _build(self) -> None:
         wheels = self.dir / "wheels"
-        src = self.dir / "src"  # a clean copy: no build artefacts from the checkout
-        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-            ".git", ".venv", "__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache",
-            ".pytest_cache", "screenshots", "build", "dist"))
+        src = self.dir / "src"  # a clean copy of what the wheel is built from
+        src.mkdir()
+        for name in WHEEL_SOURCES:
+            if (ROOT / name).is_dir():
+                shutil.copytree(ROOT / name, src / name,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(ROOT / name, src / name)
         _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels),
               str(src)])
         wheel = next(wheels.glob("gputriage-*.whl"))
@@ -66,9 +75,10 @@ class Installed:
             sysconfig.get_paths()["purelib"] + "\n")
         _run([sys.executable, "-m", "pip", "--python", str(self.python), "install",
               "--no-deps", "--quiet", str(wheel)])
+        clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         where = subprocess.run([str(self.python), "-c", "import gputriage; "
                                 "print(gputriage.__file__)"], check=True, capture_output=True,
-                               text=True, cwd=self.dir).stdout.strip()
+                               text=True, cwd=self.dir, env=clean).stdout.strip()
         if not where.startswith(str(self.venv)):
             raise RuntimeError(f"the bench venv imports gputriage from {where}, not the wheel")
         if not any(Path(where).parent.glob("__pycache__/*.pyc")):
