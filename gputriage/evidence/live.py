@@ -50,10 +50,6 @@ class LiveSession:
         from gputriage.evidence.kube_target import resolve_target
 
         overrides = parse_node_addresses(getattr(args, "node_address", None) or [])
-        configured = node_source_from_args(args)
-        warm_up = getattr(configured, "warm_up", None)
-        if warm_up is not None:  # import the SSH client while the API is being asked
-            warm_up()
         config = load_config(getattr(args, "kubeconfig", None), getattr(args, "context", None))
         namespace = getattr(args, "namespace", None) or config.namespace or "default"
         timeout = float(getattr(args, "request_timeout", None) or 10.0)
@@ -67,6 +63,9 @@ class LiveSession:
                             pod_evidence=target.pod_evidence,
                             node_overrides=overrides,
                             since=str(getattr(args, "since", None) or "2h"))
+        # Nothing connects (or imports an SSH client) here: the broker lets the node source
+        # start as soon as the pod names its node.
+        configured = node_source_from_args(args)
         node_sources: list[NodeSource] = [*([configured] if configured else []),
                                           KubeNodeLogSource(client)]
         via = f" via {target.via}" if target.via else ""

@@ -135,23 +135,12 @@ class SshNodeSource:
                                 f"{type(exc).__name__}: {exc}", "", where)
         return replace(evidence, elapsed_s=time.monotonic() - started)
 
-    def warm_up(self) -> None:
-        """Import paramiko and read ssh_config in the background, while the API answers."""
-        threading.Thread(target=self._warm, name="gputriage-ssh-warm", daemon=True).start()
-
-    def _warm(self) -> None:
-        try:
-            with self._lock:
-                self._load_config()
-        except Exception:  # collect() reports a broken ssh_config
-            return
-
     def prepare(self, query: NodeQuery, timeout: float) -> None:
         """Start connecting to the node now, in the background, when where to connect does
         not depend on the Node object (a ``--node-address`` or a ``Host`` entry for the node's
-        name): the broker calls this as soon as the pod names its node, so the SSH handshake
-        overlaps the rest of the API's answers. ``collect`` then shares the connection, or
-        its failure."""
+        name): the broker calls this as soon as the pod names its node, so importing paramiko
+        and the SSH handshake overlap the rest of the API's answers (a pod on no node never
+        imports paramiko). ``collect`` then shares the connection, or its failure."""
         threading.Thread(target=self._connect_early, args=(query, timeout),
                          name="gputriage-ssh-early", daemon=True).start()
 

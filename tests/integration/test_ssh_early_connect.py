@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,9 +20,12 @@ from gputriage.evidence.model import Evidence, Key, Status
 from gputriage.evidence.sources import NODE_KEYS, NodeQuery
 from gputriage.evidence.ssh import SshNodeSource
 from tests.conftest import require_tool
+from tests.kubeapi import KubeAPI
 from tests.sshd import NODE_NAME, SshLab
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -124,3 +131,34 @@ def test_the_broker_connects_while_the_node_object_is_still_on_its_way(lab: SshL
     assert source.connections_opened == 2 and lab.node.logins() == 1
     # Logged in before the Node object answered (1.5 s after the pod).
     assert connected and connected[0] < cluster.node_answered
+
+
+_CHILD = """
+import json, sys
+from gputriage.cli import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "paramiko": "paramiko" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize(("namespace", "contacted"), [("ml-dev", False), ("ml", True)])
+def test_paramiko_is_imported_only_when_a_node_is_contacted(
+        kube_api: KubeAPI, tmp_path: Path, namespace: str, contacted: bool) -> None:
+    """ml-dev/trainer-0 is Pending on no node; ml/trainer-0 runs on gpu-node-1 (reached, and
+    refused, at a closed port on 127.0.0.1). SSH is on (the default) in both."""
+    config = kube_api.write_kubeconfig(tmp_path / "kc")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(f"Host gpu-node-*\n  HostName 127.0.0.1\n  Port {port}\n")
+    argv = ["triage", "trainer-0", "-n", namespace, "--kubeconfig", str(config),
+            "--ssh-config", str(ssh_config), "--request-timeout", "5",
+            "--report", "json", "-o", str(tmp_path / "r")]
+    done = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rc"] in (0, 3), done.stderr
+    assert result["paramiko"] is contacted
