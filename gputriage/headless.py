@@ -61,7 +61,12 @@ def run_headless(args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="playbooks") as pool:
         loading = pool.submit(_prepare_walk, dirs)
         session = open_session(args)
-        evidence = session.collect_all()
+        try:
+            evidence = session.collect_all()
+        finally:  # end any call still reading (a source past its deadline): exit promptly
+            close = getattr(session, "close", None)
+            if callable(close):
+                close()
         playbooks = loading.result()
     from gputriage.facts.build import build_facts
     from gputriage.playbook.engine import walk
@@ -77,7 +82,7 @@ def run_headless(args: argparse.Namespace) -> int:
 
     text = render(args.report, session.description, session.context, evidence, facts,
                   transcript, notes)
-    if getattr(args, "output", None):
+    if getattr(args, "output", None) not in (None, "", "-"):  # "-": stdout
         path = atomic_write(args.output, text)
         print(f"gputriage: wrote {path}", file=sys.stderr)
     else:

@@ -157,19 +157,24 @@ def _text(entry: Mapping[str, Any], key: str, folder: str) -> str:
 
 
 class LeanResponse:
-    """An answer whose body is read by the caller: ``status``, ``read``, ``release_conn``
-    (the connection goes back to the pool) and ``close`` (it does not)."""
+    """An answer whose body is read by the caller, as urllib3's: ``status``, ``read``,
+    ``read1``, ``connection`` (its ``sock`` can be shut down to wake a blocked reader),
+    ``release_conn`` (the connection goes back to the pool) and ``close`` (it does not)."""
 
     def __init__(self, transport: LeanTransport, conn: http.client.HTTPSConnection,
                  response: http.client.HTTPResponse) -> None:
         self._transport = transport
         self._conn = conn
         self._response = response
+        self.connection = conn
         self.status = response.status
         self.headers = response.headers
 
     def read(self, amt: int | None = None) -> bytes:
         return self._response.read(amt)
+
+    def read1(self, amt: int = -1) -> bytes:
+        return self._response.read1(amt)
 
     def getheader(self, name: str, default: str | None = None) -> str | None:
         return self._response.getheader(name, default)

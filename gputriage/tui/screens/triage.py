@@ -35,7 +35,10 @@ TRIAGE_BINDINGS: list[BindingType] = [
     Binding("r", "app.refresh", "Refresh", tooltip="Collect every source again"),
     Binding("slash", "app.filter", "Filter", key_display="/",
             tooltip="Filter the rows of the evidence tabs"),
-    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command"),
+    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command (asks first "
+            "when it changes state)"),
+    Binding("C", "app.copy_read_only", "Copy read-only", show=False,
+            tooltip="Copy every read-only command of the fix"),
     Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
     Binding("N", "app.triage_node", "Triage node", show=False,
             tooltip="Walk the node this verdict blames (gputriage node)"),
