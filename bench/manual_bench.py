@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -79,9 +80,10 @@ def replay_once(lab: Lab) -> tuple[float, float]:
     """A fresh ``gputriage trainer-0 --from BUNDLE --report json`` (no cluster, no node)."""
     out = lab.dir / "replay.json"
     out.unlink(missing_ok=True)
-    done = run_child([*lab.gputriage(), "triage", "trainer-0", "--from", str(SCENARIO),
-                      "--report", "json", "-o", str(out)], env=lab.env(), timeout=120,
-                     cwd=lab.dir)
+    meta = json.loads((SCENARIO / "pod.json").read_text())["metadata"]
+    done = run_child([*lab.gputriage(), "triage", meta["name"], "-n", meta["namespace"],
+                      "--from", str(SCENARIO), "--report", "json", "-o", str(out)],
+                     env=lab.env(), timeout=120, cwd=lab.dir)
     if done.returncode not in OK_EXITS or not out.exists():
         raise RuntimeError(f"gputriage --from failed ({done.returncode}): {done.stderr[-1000:]}")
     return done.wall_s, done.cpu_s

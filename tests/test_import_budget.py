@@ -26,7 +26,7 @@ THIRD_PARTY = frozenset({"cel"})
 THIRD_PARTY_MODULES = frozenset({"cel.cel"})
 
 #: gputriage modules a replay may import (the CLI imports each command module to list its
-#: options; those import nothing heavy).
+#: options; those import nothing heavy). A JSON report needs no other renderer.
 GPUTRIAGE = frozenset({
     "gputriage", "gputriage.cli", "gputriage.errors", "gputriage.headless", "gputriage.session",
     "gputriage.textsafe",
@@ -53,12 +53,13 @@ GPUTRIAGE = frozenset({
     "gputriage.parsers.quantity", "gputriage.parsers.runtime_errors",
     "gputriage.parsers.scheduler",
     "gputriage.playbook", "gputriage.playbook.cel_runtime", "gputriage.playbook.conditions",
-    "gputriage.playbook.engine", "gputriage.playbook.load_cache", "gputriage.playbook.loader",
+    "gputriage.playbook.engine", "gputriage.playbook.fix_render",
+    "gputriage.playbook.load_cache", "gputriage.playbook.loader", "gputriage.playbook.mutating",
     "gputriage.playbook.model", "gputriage.playbook.parse", "gputriage.playbook.problems",
     "gputriage.playbook.references", "gputriage.playbook.source_map",
     "gputriage.playbook.templating", "gputriage.playbook.transcript",
-    "gputriage.report", "gputriage.report.json", "gputriage.report.markdown",
-    "gputriage.report.notes", "gputriage.report.redact", "gputriage.report.render",
+    "gputriage.report", "gputriage.report.json", "gputriage.report.notes",
+    "gputriage.report.redact", "gputriage.report.render",
     "gputriage.report.summary", "gputriage.report.write",
     "gputriage.xid", "gputriage.xid.catalog", "gputriage.xid.decode",
 })
@@ -72,8 +73,9 @@ print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
 
 
 def _replay(tmp_path: Path) -> tuple[int, list[str]]:
-    argv = ["triage", "trainer-0", "--from", str(SCENARIO), "--report", "json",
-            "-o", str(tmp_path / "report.json")]
+    meta = json.loads((SCENARIO / "pod.json").read_text())["metadata"]
+    argv = ["triage", meta["name"], "-n", meta["namespace"], "--from", str(SCENARIO),
+            "--report", "json", "-o", str(tmp_path / "report.json")]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "XDG_CONFIG_HOME": str(tmp_path / "config")}
     done = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True, text=True,
