@@ -112,7 +112,10 @@ def clean_obj(obj: Any) -> Any:
 #: The ASCII punctuation that can start or end a CommonMark/GFM inline construct (emphasis,
 #: links and images, HTML and autolinks, tables, strikethrough, entities); the backtick is
 #: handled apart (code spans). ``(``, ``)`` and ``!`` are inert once ``[``/``]`` are escaped.
-_MD_SPECIAL = re.compile(r"([\\*_\[\]<>#|~&])")
+#: ``_`` only at a word's edge (inside ``nvidia_uvm`` it is literal in CommonMark); ``#``,
+#: ``-``, ``+``, ``=`` and ``1.`` only at the start of a line (see :func:`_md_line`). Escaping
+#: less keeps the text readable where a ticket shows Markdown source (Slack, Jira).
+_MD_SPECIAL = re.compile(r"[\\*\[\]<>|~&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 _URLISH = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]{1,20}://|www\.|(?:javascript|data|mailto|file):)"
                      r"[^\s`]+")
@@ -149,8 +152,9 @@ def _md_line(line: str, code_spans: bool) -> str:
             pos = m.end()
     out.append(_md_plain(line[pos:]))
     text = "".join(out)
-    # '-', '=' and digits+'.' only mean something at the start of a line (lists, setext).
-    if text[:1] in ("-", "=", "+"):
+    # '#', '-', '=' and digits+'.' only mean something at the start of a line (headings,
+    # lists, setext); a lone '-' (an empty value) is left alone.
+    if text[:1] in ("-", "=", "+", "#") and text != "-":
         return "\\" + text
     return re.sub(r"^(\d+)([.)])", r"\1\\\2", text)
 
@@ -159,11 +163,15 @@ def _md_plain(text: str) -> str:
     out: list[str] = []
     pos = 0
     for m in _URLISH.finditer(text):
-        out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:m.start()]).replace("`", "\\`"))
+        out.append(_MD_SPECIAL.sub(_escape, text[pos:m.start()]).replace("`", "\\`"))
         out.append(_inline_code(m.group(0)))
         pos = m.end()
-    out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:]).replace("`", "\\`"))
+    out.append(_MD_SPECIAL.sub(_escape, text[pos:]).replace("`", "\\`"))
     return "".join(out)
+
+
+def _escape(m: re.Match[str]) -> str:
+    return "\\" + m.group(0)
 
 
 def _inline_code(body: str) -> str:

@@ -130,8 +130,8 @@ class _Walker:
                     self._unproposable.add(spec.id)
                 alt = Alternative(
                     spec.id, self._text(spec.title), spec.severity, "possible",
-                    f"its evidence holds: {' '.join(held.source.split())}",
-                    self._citations(held, ()), self._site(spec.id))
+                    "the evidence it requires holds", self._citations(held, ()),
+                    self._site(spec.id), " ".join(held.source.split()))
                 consistent.append((-len(set(held.paths)), order, alt))
         consistent.sort(key=lambda t: (t[0], t[1]))
         ranked = [alt for _, _, alt in consistent]
@@ -191,7 +191,8 @@ class _Walker:
             if result.truth is Truth.TRUE:
                 return Alternative(spec.id, self._text(spec.title), spec.severity, "",
                                    self._text(rule.because),
-                                   self._citations(rule.when, rule.cite), self._site(spec.id))
+                                   self._citations(rule.when, rule.cite), self._site(spec.id),
+                                   " ".join(rule.when.source.split()))
         return None
 
     def _propose_from(self, ranked: list[Alternative]) -> Finding | None:

@@ -148,6 +148,7 @@ class Alternative:
     because: str  # why it is consistent with the evidence, or why it is ruled out
     evidence: tuple[LineRef, ...] = ()
     branch: str = ""  # the "playbook/step" whose override reaches it, when one does
+    condition: str = ""  # the CEL that held (requires) or fired (ruled_out_by)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +159,7 @@ class Alternative:
             "because": self.because,
             "evidence": [r.to_dict() for r in self.evidence],
             "branch": self.branch,
+            "condition": self.condition,
         }
 
 

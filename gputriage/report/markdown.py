@@ -198,7 +198,8 @@ def _differential(d: dict[str, Any]) -> list[str]:
         out += ["", f"## {heading}", ""]
         for a in d[key]:
             sure = f" ({a['confidence']})" if a.get("confidence") else ""
-            out.append(f"- `{a['id']}`{sure}: {md_text(a['title'])}: {md_text(a['because'])}")
+            out.append(f"- `{a['id']}`{sure}: {md_text(a['title'])}: {md_text(a['because'])}"
+                       + (f" ({md_code(a['condition'])})" if a.get("condition") else ""))
             out += [f"  - {_cell(_ref_line(r))}" for r in a.get("evidence", [])[:3]]
     return out
 

@@ -132,6 +132,7 @@ class AlternativeInfo:
     because: str
     evidence: list[Ref]
     branch: str
+    condition: str = ""
 
 
 @dataclass(frozen=True)
