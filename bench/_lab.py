@@ -32,8 +32,11 @@ CONTAINER = "trainer"
 class Lab:
     """Start with ``with Lab(latency=0.02) as lab:``."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, installed: Path | None = None) -> None:
         self.latency = latency
+        #: The console script of an installed gputriage (:mod:`bench._install`); None runs
+        #: the source tree's.
+        self.installed = installed
         self._tmp = tempfile.TemporaryDirectory(prefix="gputriage-bench-")
         self.dir = Path(self._tmp.name)
         self.api = KubeAPI(gpu_cluster())
@@ -94,6 +97,8 @@ class Lab:
                 *extra]
 
     def gputriage(self) -> list[str]:
+        if self.installed is not None:
+            return [str(self.installed)]
         exe = Path(PYTHON).with_name("gputriage")
         return [str(exe)] if exe.exists() else [PYTHON, "-m", "gputriage"]
 
@@ -111,9 +116,15 @@ class Lab:
         ]
 
     def env(self) -> dict[str, str]:
-        return {"KUBECACHEDIR": str(self.kubecache), "PYTHONPATH": str(ROOT),
-                "HOME": str(self.dir), "XDG_CONFIG_HOME": str(self.dir / "config"),
-                "XDG_STATE_HOME": str(self.dir / "state"), "PATH": os.environ.get("PATH", "")}
+        """The environment of every command: a home of its own (so the playbook cache in
+        ``~/.cache`` starts cold with each lab and is then warm, as on a user's machine)."""
+        env = {"KUBECACHEDIR": str(self.kubecache), "PYTHONPATH": str(ROOT),
+               "HOME": str(self.dir), "XDG_CONFIG_HOME": str(self.dir / "config"),
+               "XDG_STATE_HOME": str(self.dir / "state"),
+               "XDG_CACHE_HOME": str(self.dir / "cache"), "PATH": os.environ.get("PATH", "")}
+        if self.installed is not None:  # the installed package, not the source tree
+            env["PYTHONPATH"] = ""
+        return env
 
 
 def tools_missing() -> list[str]:

@@ -107,6 +107,8 @@ class ChildRun:
     stderr: str
     wall_s: float
     max_rss_mib: float
+    #: CPU time (user + system) the child used: what machine load does not inflate much.
+    cpu_s: float = 0.0
 
 
 def run_child(argv: Sequence[str], *, timeout: float = 600.0,
@@ -114,8 +116,11 @@ def run_child(argv: Sequence[str], *, timeout: float = 600.0,
     """Run ``argv``; wall time and the child's own peak RSS (``wait4``), output captured."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
+        # Bytecode is written and read as on any install (a figure never includes compiling
+        # gputriage's sources, whatever the caller's environment says).
         proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=err,
-                                env={**os.environ, **(env or {})})
+                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "",
+                                     **(env or {})})
         timer = threading.Timer(timeout, lambda: _kill(proc.pid))
         timer.start()
         try:
@@ -127,7 +132,8 @@ def run_child(argv: Sequence[str], *, timeout: float = 600.0,
         out.seek(0)
         err.seek(0)
         return ChildRun(proc.returncode, out.read().decode(errors="replace"),
-                        err.read().decode(errors="replace"), wall, usage.ru_maxrss / 1024)
+                        err.read().decode(errors="replace"), wall, usage.ru_maxrss / 1024,
+                        usage.ru_utime + usage.ru_stime)
 
 
 def _kill(pid: int) -> None:

@@ -24,6 +24,7 @@ from gputriage.options import ReportFormat, ReportOptions, TriageOptions
 if TYPE_CHECKING:
     from gputriage.evidence.model import EvidenceSet
     from gputriage.facts.model import FactSet
+    from gputriage.playbook.model import PlaybookSet
     from gputriage.playbook.transcript import Transcript
     from gputriage.session import Session
 
@@ -150,18 +151,23 @@ def exit_code(transcript: Transcript) -> int:
     return EXIT_FINDING
 
 
+def _prepare_walk(dirs: list[Path]) -> PlaybookSet:
+    """Everything the walk needs besides the evidence: the code that builds facts, walks and
+    renders (imported here, in the background), and the playbooks."""
+    import gputriage.facts.build
+    import gputriage.playbook.engine
+    import gputriage.report.render  # noqa: F401
+    from gputriage.playbook.loader import load_playbooks
+
+    return load_playbooks(dirs)
+
+
 def run_headless(triage: Triage, options: TriageOptions, report: ReportOptions) -> int:
     """Collect, build facts, walk, render, write; the exit code says how the walk ended."""
-    from gputriage.playbook.engine import walk
-    from gputriage.playbook.loader import load_playbooks
-    from gputriage.report.notes import read_notes_file
-    from gputriage.report.render import render
-    from gputriage.report.write import atomic_write
-
-    # Importing cel and compiling every condition takes a few hundred milliseconds: do it
-    # while the evidence is being collected, not before.
+    # Importing the walk's code and loading the playbooks take CPU time: do it while the
+    # evidence is on its way (the collection is mostly waiting on the network), not before.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="playbooks") as pool:
-        loading = pool.submit(load_playbooks, list(options.walk.playbook_dirs))
+        loading = pool.submit(_prepare_walk, [Path(p) for p in options.walk.playbook_dirs])
         session = triage.open_session()
         try:
             evidence = session.collect_all()
@@ -170,6 +176,11 @@ def run_headless(triage: Triage, options: TriageOptions, report: ReportOptions) 
             if callable(close):
                 close()
         playbooks = loading.result()
+    from gputriage.playbook.engine import walk
+    from gputriage.report.notes import read_notes_file
+    from gputriage.report.render import render
+    from gputriage.report.write import atomic_write
+
     for problem in playbooks.problems:
         print(f"gputriage: warning: skipped playbook: {problem}", file=sys.stderr)
     facts = triage.build_facts(evidence)

@@ -62,6 +62,7 @@ class BundleSession:
         return tuple(Key)
 
     async def stream(self) -> AsyncIterator[Evidence]:
+
         evidence = await asyncio.to_thread(self._load)
         for key in Key:
             yield evidence.get_or_missing(key)

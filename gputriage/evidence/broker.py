@@ -93,6 +93,7 @@ class Broker:
         tasks: list[asyncio.Task[None]] = []
         try:
             pod = await self._run(executor, Key.POD, self.cluster.pod, self.deadline)
+            self._prepare_nodes(pod)
             yield pod
             queue: asyncio.Queue[Evidence] = asyncio.Queue()
             node_ready: asyncio.Future[Evidence | None] = (
@@ -133,6 +134,24 @@ class Broker:
                 t.cancel()
             # Threads still running are bounded by their own timeouts; do not wait for them.
             executor.shutdown(wait=False, cancel_futures=True)
+
+    def _prepare_nodes(self, pod: Evidence) -> None:
+        """Let node sources that can start connecting as soon as the pod names its node
+        (``prepare``, optional: SSH) do so, before the Node object has arrived."""
+        preparers = [p for p in (getattr(s, "prepare", None) for s in self.node_sources) if p]
+        if not preparers:
+            return
+        try:
+            query = self.cluster.node_query(pod, None)
+        except Exception:  # _node_key reports it
+            return
+        if isinstance(query, str):
+            return
+        for prepare in preparers:
+            try:
+                prepare(query, self.node_timeout)
+            except Exception:  # an optimisation only: collect() still connects
+                continue
 
     async def gather(self) -> EvidenceSet:
         """Everything, once every key has answered or timed out."""

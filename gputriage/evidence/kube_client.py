@@ -7,7 +7,9 @@ its first use imports ~250 model classes. Requests go through ``ApiClient.param_
 ``call_api`` (which keep the credential refresh hook) with a timeout per call, and the body is
 returned as bytes for the caller to decode.
 
-``kubernetes`` is imported inside functions so ``gputriage --help`` stays fast.
+``kubernetes`` is imported inside functions so ``gputriage --help`` stays fast, and only for
+the logins the lean path (:mod:`gputriage.evidence.kube_lean`: a token or a client
+certificate, the standard library's HTTPS) leaves to it.
 """
 
 from __future__ import annotations
@@ -51,16 +53,13 @@ class KubeConfig:
     context: str  # the kubeconfig context ("in-cluster" inside a pod)
     namespace: str  # the context's namespace ("" when it sets none)
     host: str
-    configuration: Any  # kubernetes.client.Configuration
+    configuration: Any  # kubernetes.client.Configuration, or kube_lean.LeanAuth
     notes: tuple[str, ...] = ()  # errors the client logged while loading (exec plugin output)
 
 
 def load_config(kubeconfig: str | None = None, context: str | None = None) -> KubeConfig:
     """Load ``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``) at ``--context``
     (else the current one); inside a pod without a kubeconfig, the service account."""
-    from kubernetes.client.configuration import Configuration
-    from kubernetes.config import kube_config
-
     files = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     paths = [os.path.expanduser(p) for p in files.split(os.pathsep) if p]
     existing = [p for p in paths if os.path.isfile(p)]
@@ -74,6 +73,14 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Ku
             "DIR` replays an evidence bundle (one `gputriage collect` wrote, or files pasted "
             "by hand).",
             title="no kubeconfig")
+    from gputriage.evidence.kube_lean import lean_config
+
+    lean = lean_config(existing, context)
+    if lean is not None:  # a token or client certificate: no need for the official client
+        return lean
+    from kubernetes.client.configuration import Configuration
+    from kubernetes.config import kube_config
+
     joined = os.pathsep.join(existing)
     with _client_errors() as notes:
         try:
@@ -184,12 +191,19 @@ class KubeClient:
     """GETs against the API with a timeout per call; answers are :class:`Reply`, never raise."""
 
     def __init__(self, config: KubeConfig, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
-        from kubernetes.client.api_client import ApiClient
+        from gputriage.evidence.kube_lean import LeanAuth, LeanTransport
 
         self.config = config
         self.timeout = timeout
-        self._api = ApiClient(config.configuration)
-        self._api.user_agent = f"gputriage/{__version__}"
+        self._lean: LeanTransport | None = None
+        self._api: Any = None
+        if isinstance(config.configuration, LeanAuth):
+            self._lean = LeanTransport(config.configuration, f"gputriage/{__version__}")
+        else:
+            from kubernetes.client.api_client import ApiClient
+
+            self._api = ApiClient(config.configuration)
+            self._api.user_agent = f"gputriage/{__version__}"
         # Serialising a request may refresh credentials (exec plugin, OIDC): one at a time.
         self._auth_lock = threading.Lock()
         self.max_response_bytes = MAX_RESPONSE_BYTES
@@ -213,13 +227,7 @@ class KubeClient:
             return Reply(0, b"", words, "the client was closed", timeout_s=budget)
         params = [(k, "true" if v is True else str(v)) for k, v in (query or {}).items()]
         try:
-            with self._auth_lock:
-                method, url, headers, body, post = self._api.param_serialize(
-                    "GET", quote(path), query_params=params,
-                    header_params={"Accept": "application/json, */*"},
-                    auth_settings=["BearerToken"])
-            response = self._api.call_api(method, url, headers, body, post,
-                                          _request_timeout=budget).response
+            response = self._send(path, params, budget)
         except Exception as exc:  # urllib3, TLS, auth plugin: all mean "no answer"
             text, timed_out = describe_exception(exc)
             return Reply(0, b"", words, text, timed_out, timeout_s=budget)
@@ -264,6 +272,18 @@ class KubeClient:
         else:
             response.release_conn()
         return Reply(int(response.status), data, words, truncated=truncated, timeout_s=budget)
+
+    def _send(self, path: str, params: list[tuple[str, str]], budget: float) -> Any:
+        """The response of one GET (``status``, ``read``, ``release_conn``, ``close``)."""
+        if self._lean is not None:
+            return self._lean.get(path, params, budget)
+        with self._auth_lock:
+            method, url, headers, body, post = self._api.param_serialize(
+                "GET", quote(path), query_params=params,
+                header_params={"Accept": "application/json, */*"},
+                auth_settings=["BearerToken"])
+        return self._api.call_api(method, url, headers, body, post,
+                                  _request_timeout=budget).response
 
     @contextlib.contextmanager
     def _track(self, response: Any) -> Iterator[None]:
@@ -345,4 +365,7 @@ class KubeClient:
                 if sock is not None:
                     sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
-            self._api.close()
+            if self._lean is not None:
+                self._lean.close()
+            else:
+                self._api.close()

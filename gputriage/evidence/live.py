@@ -65,6 +65,8 @@ class LiveSession:
                             pod_evidence=resolved.pod_evidence,
                             node_overrides=node.node_addresses,
                             since=node.since, job_selector=resolved.job_selector)
+        # Nothing connects (or imports an SSH client) here: the broker lets the node source
+        # start as soon as the pod names its node.
         configured = node_source(node)
         node_sources: list[NodeSource] = [*([configured] if configured else []),
                                           KubeNodeLogSource(client)]

@@ -135,6 +135,25 @@ class SshNodeSource:
                                 f"{type(exc).__name__}: {exc}", "", where)
         return replace(evidence, elapsed_s=time.monotonic() - started)
 
+    def prepare(self, query: NodeQuery, timeout: float) -> None:
+        """Start connecting to the node now, in the background, when where to connect does
+        not depend on the Node object (a ``--node-address`` or a ``Host`` entry for the node's
+        name): the broker calls this as soon as the pod names its node, so importing paramiko
+        and the SSH handshake overlap the rest of the API's answers (a pod on no node never
+        imports paramiko). ``collect`` then shares the connection, or its failure."""
+        threading.Thread(target=self._connect_early, args=(query, timeout),
+                         name="gputriage-ssh-early", daemon=True).start()
+
+    def _connect_early(self, query: NodeQuery, timeout: float) -> None:
+        try:
+            with self._lock:
+                known = bool(self.settings.overrides.get(query.node)) or bool(
+                    query.node and has_host_entry(self._load_config(), query.node))
+            if known:
+                self._connection(query, time.monotonic() + timeout)
+        except Exception:  # recorded for collect() to report (or retried by it)
+            return
+
     def close(self) -> None:
         with self._lock:
             connections = list(self._connections.values())

@@ -9,7 +9,6 @@ matches the kubelet. Each parser returns a record with a ``problem`` string inst
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +184,8 @@ def parse_containerd_config(text: str) -> ContainerdConfig:
 
 
 def _load_toml(text: str) -> dict[str, Any]:
+    import tomllib  # only when there is a containerd config to read
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError:

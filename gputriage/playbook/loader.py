@@ -9,7 +9,8 @@ Layers, later ones adding playbooks or overriding earlier ones by ``id``:
 
 A playbook with problems is reported in :attr:`PlaybookSet.problems` and skipped; the others
 keep working. A user file that breaks a shipped playbook it overrides is the one skipped.
-Every CEL condition is compiled here, once.
+Every CEL condition is compiled here, once. The YAML of each file is parsed once and kept in
+the user's cache dir as plain data (:mod:`gputriage.playbook.load_cache`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from gputriage.playbook.load_cache import parse_yaml_cached
 from gputriage.playbook.model import Playbook, PlaybookSet
 from gputriage.playbook.parse import FactPaths, ParsedFile, parse_playbook
 from gputriage.playbook.problems import Problem, sort_problems
 from gputriage.playbook.references import check_references, resolve
-from gputriage.playbook.source_map import parse_yaml
 
 #: A playbook file bigger than this is not a playbook.
 MAX_FILE_BYTES = 1024 * 1024
@@ -118,7 +119,7 @@ def _parse_source(source: _Source, facts: FactPaths, *, shipped: bool) -> Parsed
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return broken(f"not UTF-8 text (byte {exc.start})")
-    data, smap, problems = parse_yaml(text, source.name)
+    data, smap, problems = parse_yaml_cached(raw, text, source.name)
     if problems:
         return ParsedFile(source.name, smap, None, problems)
     return parse_playbook(data, smap, facts, shipped=shipped)

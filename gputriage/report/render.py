@@ -14,17 +14,20 @@ def render(fmt: str, session: str, context: str, evidence: EvidenceSet, facts: F
            transcript: Transcript, notes: Sequence[Note], *, confirmed: bool = False) -> str:
     """The summary in ``fmt`` ("md", "text" or "json"); shared by headless mode and the TUI
     export."""
-    from gputriage.report.json import render_json
-    from gputriage.report.markdown import render_markdown
     from gputriage.report.summary import build_summary
-    from gputriage.report.text import render_text
 
     summary = build_summary(session=session, context=context, evidence=evidence, facts=facts,
                             transcript=transcript, notes=notes, confirmed=confirmed)
+    # Each renderer is imported only when asked for (a fresh headless run pays for one).
     if fmt == "json":
+        from gputriage.report.json import render_json
+
         return render_json(summary)
     if fmt == "text":
         from gputriage.report.model import Summary
+        from gputriage.report.text import render_text
 
         return render_text(Summary.from_dict(summary))
+    from gputriage.report.markdown import render_markdown
+
     return render_markdown(summary)
