@@ -28,8 +28,15 @@ THIRD_PARTY_MODULES = frozenset({"cel.cel"})
 #: gputriage modules a replay may import (the CLI imports each command module to list its
 #: options; those import nothing heavy). A JSON report needs no other renderer.
 GPUTRIAGE = frozenset({
-    "gputriage", "gputriage.cli", "gputriage.errors", "gputriage.headless", "gputriage.session",
-    "gputriage.textsafe",
+    "gputriage", "gputriage.cli", "gputriage.errors", "gputriage.session", "gputriage.options",
+    "gputriage.pipeline", "gputriage.textsafe",
+    # node evidence, GPU placement, jobs and GPU metrics history: facts every walk builds
+    "gputriage.evidence.candidate_model", "gputriage.evidence.nodes", "gputriage.evidence.sources",
+    "gputriage.facts.candidates", "gputriage.facts.gpu_assignment", "gputriage.facts.gpu_operator",
+    "gputriage.facts.gpu_perf", "gputriage.facts.gpu_topology", "gputriage.facts.job",
+    "gputriage.facts.lineref", "gputriage.facts.metrics", "gputriage.parsers.kubelet_checkpoint",
+    "gputriage.parsers.nvidia_smi_perf", "gputriage.parsers.prom_series",
+    "gputriage.report.gpu_section",
     "gputriage.commands", "gputriage.commands.collect", "gputriage.commands.demo",
     "gputriage.commands.facts", "gputriage.commands.node", "gputriage.commands.options",
     "gputriage.commands.playbooks", "gputriage.commands.scan", "gputriage.commands.triage",
