@@ -36,7 +36,7 @@ from gputriage.tui.messages import (
 from gputriage.tui.screens.triage import TriageScreen
 from gputriage.tui.view import TriageView
 from gputriage.tui.walkstate import Walker
-from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+from gputriage.tui.widgets.evidence_tabs import EvidenceTable, EvidenceTabs
 from gputriage.tui.widgets.fix_panel import FixPanel
 from gputriage.tui.widgets.source_status import SourceStatus
 from gputriage.tui.widgets.walk_path import WalkPath
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from textual.command import Provider
 
     from gputriage.report.notes import NotesStore
+    from gputriage.tui.clipboard import CopyResult
+    from gputriage.tui.tables import RowDetail
 
 def triage_commands() -> type[Provider]:
     """The palette's provider, imported when the palette first opens (not on the way to the
@@ -86,6 +88,7 @@ class TriageApp(App[int]):
         extra_notes_file: Path | None = None,
         export_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
+        clipboard_file: Path | None = None,
     ) -> None:
         super().__init__()
         self.session = session
@@ -94,6 +97,9 @@ class TriageApp(App[int]):
         self.extra_notes_file = extra_notes_file  # --notes FILE: read-only, exported too
         self.export_dir = export_dir or Path.cwd()
         self.clock = clock
+        self.clipboard_file = clipboard_file  # the copy fallback; default under XDG_STATE_HOME
+        #: The differential (also consistent / ruled out) shown with its evidence (``x``).
+        self.differential_open = False
         self.evidence = EvidenceSet()
         self.pending: frozenset[Key] = frozenset()
         self.facts: FactSet | None = None
@@ -109,6 +115,8 @@ class TriageApp(App[int]):
         self._rebuild_scheduled = False
         #: Set by ``triage_node``: the node to walk (``gputriage node``) once this app exits.
         self.next_node = ""
+        #: Where the last ``c`` put its text (for the toast and the tests).
+        self.last_copy: CopyResult | None = None
 
     # -- lifecycle and workers ------------------------------------------------------------
 
@@ -234,7 +242,7 @@ class TriageApp(App[int]):
         self.triage.view = TriageView(
             session=self.session.description, evidence=self.evidence, pending=self.pending,
             facts=self.facts, transcript=self.transcript, cursor=self.cursor,
-            walk_status=self.walk_status)
+            walk_status=self.walk_status, differential_open=self.differential_open)
 
     def _move(self, cursor: int) -> None:
         self.cursor = walkstate.clamp(cursor, self.transcript)
@@ -250,7 +258,9 @@ class TriageApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # ``enter`` is a priority binding so lists don't swallow it; text boxes still need it.
-        return not (action == "follow" and isinstance(self.focused, Input | TextArea))
+        # On an evidence row ``enter`` opens the row whole (the table's own binding).
+        return not (action == "follow"
+                    and isinstance(self.focused, Input | TextArea | EvidenceTable))
 
     def action_follow(self) -> None:
         step = walkstate.follow(self.cursor, self.transcript)
@@ -269,7 +279,14 @@ class TriageApp(App[int]):
         if tabs.filter_open:
             tabs.close_filter()
         elif self.cursor > 0:
-            self._move(self.cursor - 1)
+            back = self.cursor - 1
+            visit = walkstate.visit_at(back, self.transcript)
+            if visit is not None and visit.ref in self.overrides:
+                # Back over an override undoes it: the walk reads as the engine's own again.
+                self.overrides = {k: v for k, v in self.overrides.items() if k != visit.ref}
+                self._rewalk()
+                self.notify(f"Override at {visit.ref} undone.", title="back", markup=False)
+            self._move(back)
         else:
             self.notify("Already at the first step.", title="walk")
 
@@ -370,6 +387,31 @@ class TriageApp(App[int]):
     def action_show_tab(self, tab_id: str) -> None:
         self.triage.query_one(EvidenceTabs).show_tab(tab_id)
 
+    def action_tab_number(self, number: int) -> None:
+        self.triage.query_one(EvidenceTabs).show_tab_number(number)
+
+    def action_next_tab(self, delta: int) -> None:
+        self.triage.query_one(EvidenceTabs).next_tab(delta)
+
+    def action_view_row(self) -> None:
+        detail = self.triage.query_one(EvidenceTabs).highlighted_detail()
+        if detail is None:
+            self.notify("This tab has no rows to open.", title="view")
+            return
+        self._open_row(detail)
+
+    def on_evidence_tabs_row_opened(self, message: EvidenceTabs.RowOpened) -> None:
+        self._open_row(message.detail)
+
+    def _open_row(self, detail: RowDetail) -> None:
+        from gputriage.tui.screens.row_detail import RowDetailScreen
+
+        self.push_screen(RowDetailScreen(detail))
+
+    def action_toggle_differential(self) -> None:
+        self.differential_open = not self.differential_open
+        self._push()
+
     def action_copy(self) -> None:
         self._copy(self.triage.query_one(FixPanel).selected_command)
 
@@ -380,8 +422,14 @@ class TriageApp(App[int]):
         if not command:
             self.notify("There is no fix command to copy yet.", title="copy")
             return
-        self.copy_to_clipboard(command)
-        self.notify(command, title="copied to the clipboard")
+        from gputriage.tui.clipboard import copy_text, default_clipboard_file
+
+        self.copy_to_clipboard(command)  # OSC 52 on the app's own output stream
+        result = copy_text(command, osc52_sent=self._driver is not None and not self.is_headless,
+                           file=self.clipboard_file or default_clipboard_file())
+        self.last_copy = result
+        self.notify("\n".join([command, *result.lines()]), title=result.title(),
+                    severity="information" if result.reached else "error", markup=False)
 
     def action_export(self) -> None:
         if self.transcript is None or self.facts is None:

@@ -26,6 +26,7 @@ class TriageView:
     transcript: Transcript | None = None
     cursor: int = 0
     walk_status: str = "loading playbooks…"  # why there is no walk yet ("" once there is)
+    differential_open: bool = False  # the verdict's alternatives shown with their evidence
 
     @property
     def visit(self) -> Visit | None:

@@ -24,31 +24,46 @@ from gputriage.tui.widgets.step_panel import StepPanel
 from gputriage.tui.widgets.target_header import TargetHeader
 from gputriage.tui.widgets.walk_path import WalkPath
 
-#: k9s-familiar keys. The help screen and the command palette are generated from this list.
+#: k9s-familiar keys. The help screen and the command palette are generated from this list;
+#: the footer shows them in this order, so the ones an SRE needs at 80 columns come first.
 TRIAGE_BINDINGS: list[BindingType] = [
     Binding("enter", "app.follow", "Follow", priority=True, tooltip="Take the proposed branch"),
     Binding("o", "app.override", "Override", tooltip="Take another branch at this step"),
     Binding("b,escape", "app.go_back", "Back", key_display="b",
-            tooltip="Go back one step (esc also closes the filter)"),
+            tooltip="Go back one step, undoing the override made there (esc also closes "
+                    "the filter)"),
+    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command"),
+    Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
+    Binding("v", "app.view_row", "View", tooltip="Read the highlighted evidence row whole "
+            "(enter or space on a row too)"),
+    Binding("right_square_bracket", "app.next_tab(1)", "Tabs", key_display="1-9 ]",
+            tooltip="Evidence tab by number, or the next one ([ the previous one)"),
+    Binding("question_mark", "app.help", "Help", key_display="?", tooltip="Keys and legend"),
+    Binding("q", "app.quit", "Quit", tooltip="Leave gputriage"),
     Binding("a", "app.answer", "Answer", tooltip="Answer the question the walk waits on"),
+    Binding("x", "app.toggle_differential", "Expand",
+            tooltip="Show or hide the evidence behind the other findings at the verdict"),
     Binding("n", "app.note", "Note", tooltip="Write a note (saved at once)"),
     Binding("r", "app.refresh", "Refresh", tooltip="Collect every source again"),
     Binding("slash", "app.filter", "Filter", key_display="/",
             tooltip="Filter the rows of the evidence tabs"),
-    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command"),
-    Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
+    Binding("left_square_bracket", "app.next_tab(-1)", "Previous tab", key_display="[",
+            show=False, tooltip="The evidence tab to the left"),
     Binding("N", "app.triage_node", "Triage node", show=False,
             tooltip="Walk the node this verdict blames (gputriage node)"),
-    Binding("question_mark", "app.help", "Help", key_display="?", tooltip="Keys and legend"),
-    Binding("q", "app.quit", "Quit", tooltip="Leave gputriage"),
     Binding("colon", "app.command_palette", "Palette", key_display=":",
             tooltip="Every action by name"),
     Binding("t", "app.next_theme", "Next theme", show=False, tooltip="Switch to the next theme"),
 ]
 
+#: ``1``..``9``: the evidence tabs by position (shown as one "1-9" entry in footer and help).
+TAB_NUMBER_BINDINGS: list[BindingType] = [
+    Binding(str(i), f"app.tab_number({i})", f"Tab {i}", show=False) for i in range(1, 10)
+]
+
 
 class TriageScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = TRIAGE_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*TRIAGE_BINDINGS, *TAB_NUMBER_BINDINGS]
 
     view: reactive[TriageView | None] = reactive(None, always_update=True)
 
@@ -61,7 +76,7 @@ class TriageScreen(Screen[None]):
                 yield FixPanel(id="fix")
         yield EvidenceTabs(id="evidence")
         yield SourceStatus(id="sources")
-        yield Footer(show_command_palette=False)
+        yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:
         for selector, title in (("#walk", "Walk"), ("#step", "Step"), ("#fix", "Fix")):
