@@ -39,6 +39,7 @@ from gputriage.tui.walkstate import Walker
 from gputriage.tui.widgets.evidence_tabs import EvidenceTable, EvidenceTabs
 from gputriage.tui.widgets.fix_panel import FixPanel
 from gputriage.tui.widgets.source_status import SourceStatus
+from gputriage.tui.widgets.step_panel import StepPanel
 from gputriage.tui.widgets.walk_path import WalkPath
 
 if TYPE_CHECKING:
@@ -276,7 +277,9 @@ class TriageApp(App[int]):
 
     def action_go_back(self) -> None:
         tabs = self.triage.query_one(EvidenceTabs)
-        if tabs.filter_open:
+        if self.triage.maximized is not None:
+            self.triage.minimize()
+        elif tabs.filter_open:
             tabs.close_filter()
         elif self.cursor > 0:
             back = self.cursor - 1
@@ -407,6 +410,14 @@ class TriageApp(App[int]):
         from gputriage.tui.screens.row_detail import RowDetailScreen
 
         self.push_screen(RowDetailScreen(detail))
+
+    def action_zoom(self, panel: str) -> None:
+        """Show the fix (or the step) on the whole screen; again to return."""
+        widget = self.triage.query_one(FixPanel if panel == "fix" else StepPanel)
+        if self.triage.maximized is widget:
+            self.triage.minimize()
+        else:
+            self.triage.maximize(widget, container=False)
 
     def action_toggle_differential(self) -> None:
         self.differential_open = not self.differential_open

@@ -34,13 +34,19 @@ TRIAGE_BINDINGS: list[BindingType] = [
                     "the filter)"),
     Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command"),
     Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
+    Binding("f", "app.zoom('fix')", "Fix", tooltip="Every fix command on the whole screen "
+            "(again or esc to return)"),
     Binding("v", "app.view_row", "View", tooltip="Read the highlighted evidence row whole "
             "(enter or space on a row too)"),
-    Binding("right_square_bracket", "app.next_tab(1)", "Tabs", key_display="1-9 ]",
+    Binding("1", "app.tab_number(1)", "Tabs", key_display="1-9",
             tooltip="Evidence tab by number, or the next one ([ the previous one)"),
     Binding("question_mark", "app.help", "Help", key_display="?", tooltip="Keys and legend"),
     Binding("q", "app.quit", "Quit", tooltip="Leave gputriage"),
     Binding("a", "app.answer", "Answer", tooltip="Answer the question the walk waits on"),
+    Binding("z", "app.zoom('step')", "Zoom", tooltip="The step or verdict on the whole screen "
+            "(again or esc to return)"),
+    Binding("right_square_bracket", "app.next_tab(1)", "Next tab", key_display="]", show=False,
+            tooltip="The evidence tab to the right"),
     Binding("x", "app.toggle_differential", "Expand",
             tooltip="Show or hide the evidence behind the other findings at the verdict"),
     Binding("n", "app.note", "Note", tooltip="Write a note (saved at once)"),
@@ -58,7 +64,7 @@ TRIAGE_BINDINGS: list[BindingType] = [
 
 #: ``1``..``9``: the evidence tabs by position (shown as one "1-9" entry in footer and help).
 TAB_NUMBER_BINDINGS: list[BindingType] = [
-    Binding(str(i), f"app.tab_number({i})", f"Tab {i}", show=False) for i in range(1, 10)
+    Binding(str(i), f"app.tab_number({i})", f"Tab {i}", show=False) for i in range(2, 10)
 ]
 
 
@@ -77,6 +83,13 @@ class TriageScreen(Screen[None]):
         yield EvidenceTabs(id="evidence")
         yield SourceStatus(id="sources")
         yield Footer(show_command_palette=False, compact=True)
+
+    #: Below this size the compact layout applies (80x24 must show verdict, fix and keys).
+    COMPACT_WIDTH, COMPACT_HEIGHT = 100, 32
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.COMPACT_WIDTH
+                       or self.size.height < self.COMPACT_HEIGHT, "-compact")
 
     def on_mount(self) -> None:
         for selector, title in (("#walk", "Walk"), ("#step", "Step"), ("#fix", "Fix")):
