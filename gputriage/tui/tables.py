@@ -441,7 +441,7 @@ def row_detail(title: str, columns: tuple[str, ...], row: Row,
         if ev is not None:
             lines = _lines(ev.raw)
             if 0 < row.line <= len(lines):
-                full = inert_line(lines[row.line - 1])
+                full = inert_line(lines[row.line - 1]).strip()
     citation = f"{row.source}:{row.line}" if row.source and row.line else row.source
     return RowDetail(title, inert_line(citation), full, tuple(zip(columns, row.cells,
                                                                    strict=False)))

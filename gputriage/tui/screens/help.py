@@ -25,7 +25,7 @@ PANELS = """\
 #: Keys that help shows as one row (the tab keys) rather than one row each.
 _MERGED = {"app.next_tab(1)", "app.next_tab(-1)"}
 #: Width of one column of keys (two columns side by side, so help fits 80x24 with a scroll).
-_COLUMN = 38
+_COLUMN = 37
 
 
 def help_content() -> Content:
