@@ -74,6 +74,12 @@ def playbook_walker(extra_dirs: Sequence[Path] = ()) -> tuple[Walker, tuple[str,
     return partial(walk, playbooks), problems
 
 
+def _session_target(session: Session) -> str:
+    """``ns/pod`` when the session knows it before collecting (a live session does)."""
+    namespace, pod = getattr(session, "namespace", ""), getattr(session, "pod", "")
+    return f"{namespace}/{pod}" if isinstance(pod, str) and pod else ""
+
+
 class TriageApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gputriage"
@@ -90,6 +96,7 @@ class TriageApp(App[int]):
         export_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
         clipboard_file: Path | None = None,
+        target_hint: str = "",
     ) -> None:
         super().__init__()
         self.session = session
@@ -98,6 +105,8 @@ class TriageApp(App[int]):
         self.extra_notes_file = extra_notes_file  # --notes FILE: read-only, exported too
         self.export_dir = export_dir or Path.cwd()
         self.clock = clock
+        #: "ns/pod" as asked for: the header shows it in the first frame, before any evidence.
+        self.target_hint = target_hint or _session_target(session)
         self.clipboard_file = clipboard_file  # the copy fallback; default under XDG_STATE_HOME
         #: The differential (also consistent / ruled out) shown with its evidence (``x``).
         self.differential_open = False
@@ -243,7 +252,8 @@ class TriageApp(App[int]):
         self.triage.view = TriageView(
             session=self.session.description, evidence=self.evidence, pending=self.pending,
             facts=self.facts, transcript=self.transcript, cursor=self.cursor,
-            walk_status=self.walk_status, differential_open=self.differential_open)
+            walk_status=self.walk_status, differential_open=self.differential_open,
+            target_hint=self.target_hint)
 
     def _move(self, cursor: int) -> None:
         self.cursor = walkstate.clamp(cursor, self.transcript)

@@ -27,6 +27,7 @@ def run_app(session: Session, args: argparse.Namespace) -> int:
         playbook_dirs=[Path(p) for p in getattr(args, "playbooks", None) or []],
         export_dir=Path(getattr(args, "export_dir", None) or "."),
         extra_notes_file=Path(args.notes) if getattr(args, "notes", None) else None,
+        target_hint=_asked_for(args),
     )
     try:
         app.run()
@@ -40,6 +41,15 @@ def run_app(session: Session, args: argparse.Namespace) -> int:
 
         return run_node_after(session, args, app.next_node)
     return app.return_code or 0
+
+
+def _asked_for(args: argparse.Namespace) -> str:
+    """``ns/pod`` from the command line, for the header's first frame ("" when unknown)."""
+    pod = getattr(args, "pod", None)
+    if not isinstance(pod, str) or not pod or "/" in pod:  # deploy/x: the pod is chosen later
+        return ""
+    namespace = getattr(args, "namespace", None)
+    return f"{namespace}/{pod}" if isinstance(namespace, str) and namespace else ""
 
 
 def pick_scenario(choices: list[tuple[str, str]]) -> str | None:

@@ -178,3 +178,16 @@ async def test_evidence_table_has_focus_enter_still_follows_elsewhere(app: Triag
 def test_lineref_source_is_what_rows_carry(bundle: Path) -> None:
     ref = line_of(bundle, "events.json", HOSTILE_MSG[:10])
     assert isinstance(ref, LineRef) and ref.source == "trainer-bundle/events.json"
+
+
+async def test_the_first_frame_has_the_pod_header_and_the_verdict_skeleton(
+        bundle: Path, walker: HandWalker, tmp_path: Path) -> None:
+    app = make_app(bundle, walker, tmp_path)
+    app.target_hint = "ml/trainer-0"
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()  # the first frame: nothing collected or walked yet
+        text = screen_text(app)
+        assert "ml/trainer-0" in text
+        assert "Verdict  ·  not yet" in text or "Step 1 of" in text
+        await settle(pilot, app)
+        assert app.triage.query(EvidenceTabs)  # the tabs came lazily, after that frame

@@ -12,6 +12,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.lazy import Lazy
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -80,7 +81,9 @@ class TriageScreen(Screen[None]):
             with Vertical(id="detail"):
                 yield StepPanel(id="step")
                 yield FixPanel(id="fix")
-        yield EvidenceTabs(id="evidence")
+        # The tabs (nine tables) mount after the first frame: header, walk and the verdict's
+        # skeleton paint first (issue 16: first paint).
+        yield Lazy(EvidenceTabs(id="evidence"))
         yield SourceStatus(id="sources")
         yield Footer(show_command_palette=False, compact=True)
 
@@ -95,6 +98,9 @@ class TriageScreen(Screen[None]):
         for selector, title in (("#walk", "Walk"), ("#step", "Step"), ("#fix", "Fix")):
             self.query_one(selector).border_title = title
         self.query_one(WalkPath).focus()
+        # The app handed the first view down before this screen was mounted: show it now, so
+        # the first frame already has the pod header and the verdict's skeleton.
+        self.watch_view(self.view)
 
     def watch_view(self, view: TriageView | None) -> None:
         if view is None or not self.is_mounted:
@@ -103,5 +109,6 @@ class TriageScreen(Screen[None]):
         self.query_one(WalkPath).view = view
         self.query_one(StepPanel).view = view
         self.query_one(FixPanel).view = view
-        self.query_one(EvidenceTabs).view = view
+        for tabs in self.query(EvidenceTabs):  # absent until mounted (lazily)
+            tabs.view = view
         self.query_one(SourceStatus).view = view

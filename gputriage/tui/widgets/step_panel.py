@@ -169,8 +169,9 @@ def verdict_content(transcript: Transcript, differential_open: bool = False) -> 
 
 def panel_content(view: TriageView) -> Content:
     t = view.transcript
-    if t is None:
-        return Content.assemble(("Walk", "bold"), "\n", inert_line(view.walk_status))
+    if t is None:  # the verdict's skeleton: what the panel will hold, and what it waits for
+        return Content.assemble(("Verdict", "bold"), ("  ·  not yet", "$text-muted"), "\n",
+                                inert_line(view.walk_status))
     if view.at_verdict:
         return verdict_content(t, view.differential_open)
     visit = view.visit
