@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from gputriage.evidence.broker import Broker
 from gputriage.evidence.model import Evidence, EvidenceSet, Key
@@ -37,6 +38,8 @@ class LiveSession:
         self.namespace = namespace
         self.pod = pod
         self._closers = list(closers)
+        #: The API client and source, for :meth:`watch` (set by :meth:`from_args`).
+        self.live: tuple[Any, Any] | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LiveSession:
@@ -68,14 +71,30 @@ class LiveSession:
                                           KubeNodeLogSource(client)]
         via = f" via {target.via}" if target.via else ""
         # A node source connects (SSH, maybe through jump hosts) before it runs anything.
-        return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout),
-                   context=config.context,
-                   description=f"context {config.context} ({target.namespace}/{target.pod}{via})",
-                   notice=target.notice, namespace=target.namespace, pod=target.pod,
-                   closers=[*(s.close for s in node_sources), client.close])
+        session = cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout),
+                      context=config.context,
+                      description=f"context {config.context} "
+                                  f"({target.namespace}/{target.pod}{via})",
+                      notice=target.notice, namespace=target.namespace, pod=target.pod,
+                      closers=[*(s.close for s in node_sources), client.close])
+        session.live = (client, source)
+        return session
 
     def keys(self) -> tuple[Key, ...]:
         return self.broker.keys()
+
+    def watch(self, on_change: Callable[[Evidence], None], pod: Evidence) -> Callable[[], None]:
+        """Watch the pod, its events and its node (GET ``watch=true``); ``on_change`` gets
+        each re-collected key, from a thread. Returns the function that stops watching."""
+        if self.live is None:
+            return lambda: None
+        from gputriage.evidence.watch import LiveWatch
+
+        client, source = self.live
+        watch = LiveWatch(client, source, self.namespace, self.pod, on_change,
+                          pod_evidence=pod).start()
+        self._closers.insert(0, watch.stop)
+        return watch.stop
 
     async def stream(self) -> AsyncIterator[Evidence]:
         async for ev in self.broker.stream():

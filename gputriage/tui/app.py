@@ -30,6 +30,7 @@ from gputriage.tui.messages import (
     CollectionFinished,
     CollectionStarted,
     EvidenceArrived,
+    EvidenceChanged,
     PlaybooksFailed,
     PlaybooksLoaded,
 )
@@ -125,6 +126,9 @@ class TriageApp(App[int]):
         self._rebuild_scheduled = False
         #: Set by ``triage_node``: the node to walk (``gputriage node``) once this app exits.
         self.next_node = ""
+        #: Keys a watch updated since launch, with when (shown in the status bar).
+        self.changed: dict[Key, float] = {}
+        self._stop_watch: Callable[[], None] | None = None
         #: Where the last ``c`` put its text (for the toast and the tests).
         self.last_copy: CopyResult | None = None
 
@@ -200,6 +204,25 @@ class TriageApp(App[int]):
     def on_collection_finished(self, message: CollectionFinished) -> None:
         self.pending = frozenset()
         self._schedule_rebuild()
+        self._start_watch()
+
+    def _start_watch(self) -> None:
+        """Once everything was collected, follow the pod, its events and its node live
+        (sessions that can: a live cluster; a bundle does not change)."""
+        watch = getattr(self.session, "watch", None)
+        pod = self.evidence.get_or_missing(Key.POD)
+        if self._stop_watch is not None or not callable(watch) or not pod.ok:
+            return
+        self._stop_watch = watch(lambda ev: self.post_message(EvidenceChanged(ev)), pod)
+
+    def on_evidence_changed(self, message: EvidenceChanged) -> None:
+        self.changed[message.evidence.key] = self.clock()
+        self.evidence = self.evidence.with_evidence(message.evidence)
+        self._schedule_rebuild()
+
+    def on_unmount(self) -> None:
+        if self._stop_watch is not None:
+            self._stop_watch()
 
     def on_playbooks_loaded(self, message: PlaybooksLoaded) -> None:
         self.walker = message.walker
@@ -253,7 +276,8 @@ class TriageApp(App[int]):
             session=self.session.description, evidence=self.evidence, pending=self.pending,
             facts=self.facts, transcript=self.transcript, cursor=self.cursor,
             walk_status=self.walk_status, differential_open=self.differential_open,
-            target_hint=self.target_hint)
+            target_hint=self.target_hint, changed=dict(self.changed),
+            live=self._stop_watch is not None)
 
     def _move(self, cursor: int) -> None:
         self.cursor = walkstate.clamp(cursor, self.transcript)

@@ -7,6 +7,8 @@ spinner runs only while something is pending, so a settled screen is still.
 
 from __future__ import annotations
 
+import time
+
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
@@ -69,6 +71,13 @@ def status_content(view: TriageView, frame: int) -> Content:
             shown = (", ".join(names) if len(names) <= MAX_NAMED
                      else f"{len(names)} sources")
             parts += ["  ", (f"{mark} {label}: {shown}", style)]
+    if view.live:
+        parts += ["  ", ("● live", "bold $success")]
+        if view.changed:
+            stamps = ", ".join(
+                f"{key.value} {time.strftime('%H:%M:%S', time.localtime(when))}"
+                for key, when in sorted(view.changed.items(), key=lambda kv: kv[1]))
+            parts += [("  changed since launch: ", "$text-muted"), (stamps, "bold $warning")]
     if failed and not view.pending:
         parts += ["  ", ("r (or a click here) retries", "bold $accent")]
     return Content.assemble(*parts)
