@@ -148,3 +148,36 @@ def test_markup_row_opens_verbatim_and_c_emits_osc52(tmux: Tmux, tmp_path: Path)
     assert "sent to the terminal clipboard (OSC 52)" in tmux.screen()
     tmux("send-keys", "-t", "triage", "q")
     tmux.wait_for("gputriage to exit", lambda: not tmux.alive())
+
+
+def test_an_event_added_to_the_api_appears_without_refresh(tmux: Tmux, tmp_path: Path) -> None:
+    """Live: the TUI watches the pod's events (GET watch=true) and shows a new one at once."""
+    from tests.kubeapi import KubeAPI
+    from tests.kubeapi.cluster import event, gpu_cluster
+
+    assert GPUTRIAGE.exists(), f"{GPUTRIAGE} is not installed (pip install -e .)"
+    cluster = gpu_cluster()
+    with KubeAPI(cluster) as api:
+        config = api.write_kubeconfig(tmp_path / "kubeconfig")
+        overrides = " ".join(f"--node-address={name}=127.0.0.1"
+                             for _, name in cluster.keys("", "nodes"))
+        command = (f"unset COLUMNS LINES DISPLAY; cd {shlex.quote(str(tmp_path))} && "
+                   f"XDG_STATE_HOME={shlex.quote(str(tmp_path / 'state'))}"
+                   f" {shlex.quote(str(GPUTRIAGE))} trainer-0 -n ml"
+                   f" --kubeconfig {shlex.quote(str(config))} --ssh off {overrides}")
+        tmux("new-session", "-d", "-x", "160", "-y", "48", "-s", "triage", command)
+        tmux.wait_for("the live watch", lambda: "● live" in tmux.screen())
+        tmux("send-keys", "-t", "triage", "1")  # the Events tab
+        marker = "MountVolume.SetUp failed for volume live-marker-7f3a"
+        assert marker not in tmux.screen()
+        pod = cluster.get("", "pods", "ml", "trainer-0")
+        assert pod is not None
+        cluster.add(event(pod, "FailedMount", marker, minutes=0))
+        tmux.wait_for("the new event", lambda: marker in tmux.screen(), timeout=20)
+        assert "changed since launch: events" in tmux.screen()
+        tmux("send-keys", "-t", "triage", "q")
+        tmux.wait_for("gputriage to exit", lambda: not tmux.alive())
+        watches = [r for r in api.requests if r.query.get("watch") == ("true",)]
+        assert watches and all(r.method == "GET" for r in api.requests)
+        assert {r.path for r in watches} >= {"/api/v1/namespaces/ml/events",
+                                             "/api/v1/namespaces/ml/pods"}
