@@ -63,6 +63,9 @@ def write_case_bundle(case: dict[str, Any], out: Path) -> Path:
     for name, content in (case.get("bundle") or {}).items():
         text = content if isinstance(content, str) else json.dumps(content, indent=2)
         (out / name).write_text(text, encoding="utf-8")
+    if not (out / "meta.json").exists() and not case.get("hand_assembled"):
+        # Cases stand for bundles `gputriage collect` wrote: their lists are complete.
+        (out / "meta.json").write_text(json.dumps({"tool": "gputriage"}), encoding="utf-8")
     return out
 
 

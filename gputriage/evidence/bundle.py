@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gputriage.errors import GputriageError
+from gputriage.evidence.loose_files import stand_ins
 from gputriage.evidence.model import BUNDLE_FILES, DESCRIPTIONS, Evidence, EvidenceSet, Key, Status
 
 #: Logs bigger than this are read from their tail only (the newest lines matter most).
@@ -57,17 +59,29 @@ def read_bundle(path: str | os.PathLike[str]) -> EvidenceSet:
     for key, names in BUNDLE_FILES.items():
         items.append(_read_key(root, key, names, meta))
     evidence = EvidenceSet(items)
+    missing = [ev.key for ev in items if ev.status is Status.UNAVAILABLE]
+    for stand_in in stand_ins(root, missing):
+        evidence = evidence.with_evidence(stand_in)
     pod = evidence[Key.POD]
-    if pod.status is Status.UNAVAILABLE:
+    if pod.status is Status.UNAVAILABLE and not _owner_only(meta, evidence):
         raise GputriageError(
             f"{root} holds no pod.json, pod.yaml or pod.describe.txt. Add the output of "
             "`kubectl get pod P -n NS -o json > pod.json` (or `kubectl describe pod P > "
-            "pod.describe.txt`).",
+            "pod.describe.txt`); when no pod was ever created, add the owner's events as "
+            "owner-events.json (`kubectl get events -n NS --field-selector "
+            "involvedObject.name=OWNER -o json`).",
             title="bundle has no pod",
         )
     if pod.format == "describe" and not evidence[Key.EVENTS].ok and pod.ok:
         evidence = evidence.with_evidence(_events_from_describe(pod))
     return evidence
+
+
+def _owner_only(meta: dict[str, Any], evidence: EvidenceSet) -> bool:
+    """A bundle for a target that never got a pod: its owner's events stand for it."""
+    target = meta.get("target")
+    owner = target.get("owner") if isinstance(target, dict) else None
+    return evidence[Key.OWNER_EVENTS].ok or (isinstance(owner, dict) and bool(owner.get("name")))
 
 
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -84,12 +98,13 @@ def _read_meta(root: Path) -> dict[str, Any]:
 
 
 def _read_key(root: Path, key: Key, names: tuple[str, ...], meta: dict[str, Any]) -> Evidence:
+    sources = meta.get("sources")
+    recorded = sources.get(key.value) if isinstance(sources, dict) else None
     for name in names:
         file = root / name
         if file.exists():
-            return read_file(key, file, source=f"{root.name}/{name}")
-    sources = meta.get("sources")
-    recorded = sources.get(key.value) if isinstance(sources, dict) else None
+            ev = read_file(key, file, source=f"{root.name}/{name}")
+            return ev if _complete(meta, recorded) else replace(ev, complete=False)
     if isinstance(recorded, dict) and recorded.get("status") in Status._value2member_map_:
         status = Status(recorded["status"])
         if status is not Status.OK:
@@ -98,6 +113,19 @@ def _read_key(root: Path, key: Key, names: tuple[str, ...], meta: dict[str, Any]
     return Evidence.missing(
         key, f"{names[0]} is not in the bundle",
         f"{root.name}/{names[0]}")
+
+
+def _complete(meta: dict[str, Any], recorded: Any) -> bool:
+    """Whether a file's lists are whole: only what ``gputriage collect`` wrote is.
+
+    A hand-assembled bundle holds what someone pasted, so an item missing from its lists
+    (the device-plugin pod in node-pods.json, say) is unknown rather than absent.
+    """
+    if not str(meta.get("tool") or "").startswith("gputriage"):
+        return False
+    if isinstance(recorded, dict) and "complete" in recorded:
+        return recorded["complete"] is True
+    return True
 
 
 def read_file(key: Key, file: Path, *, source: str) -> Evidence:

@@ -61,7 +61,7 @@ def write_bundle(evidence: EvidenceSet, directory: str | os.PathLike[str], *,
             written.append(_atomic_write(root / name, ev.raw.encode("utf-8")))
         sources[key.value] = {"status": ev.status.value, "detail": ev.detail,
                               "source": ev.source, "elapsed_s": ev.elapsed_s,
-                              "file": name or None}
+                              "file": name or None, "complete": ev.complete}
     document = {
         "tool": "gputriage", "version": __version__,
         "collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -154,6 +154,9 @@ class Evidence:
     format: str = ""  # json | yaml | describe | text | xml
     collected_at: float = field(default_factory=time.time)
     elapsed_s: float = 0.0
+    #: For lists: every item the source holds is here, so a missing item is absent. A list
+    #: pasted into a hand-assembled bundle is partial: a missing item is unknown.
+    complete: bool = True
 
     @property
     def ok(self) -> bool:

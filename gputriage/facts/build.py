@@ -14,7 +14,7 @@ def target_of(evidence: EvidenceSet) -> Target:
     pod = evidence.get_or_missing(Key.POD)
     data: Any = pod.data if pod.ok else None
     if not isinstance(data, dict):
-        return Target()
+        return _owner_target(evidence)
     meta = data.get("metadata") or {}
     spec = data.get("spec") or {}
     owners = meta.get("ownerReferences") or []
@@ -32,6 +32,18 @@ def target_of(evidence: EvidenceSet) -> Target:
         owner_kind=str(owner.get("kind") or ""),
         owner_name=str(owner.get("name") or ""),
     )
+
+
+def _owner_target(evidence: EvidenceSet) -> Target:
+    """No pod was created: the owner its events are about stands for it."""
+    owner = evidence.get_or_missing(Key.OWNER_EVENTS)
+    items = owner.data.get("items") if owner.ok and isinstance(owner.data, dict) else None
+    for item in items if isinstance(items, list) else ():
+        obj = item.get("involvedObject") if isinstance(item, dict) else None
+        if isinstance(obj, dict) and obj.get("name"):
+            return Target(namespace=str(obj.get("namespace") or "default"),
+                          owner_kind=str(obj.get("kind") or ""), owner_name=str(obj["name"]))
+    return Target()
 
 
 def build_facts(evidence: EvidenceSet) -> FactSet:

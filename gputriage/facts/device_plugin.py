@@ -55,7 +55,12 @@ SPEC = GroupSpec(
         "log_known": FieldSpec("bool", False, "The device-plugin log was read."),
         "log_reason": FieldSpec("string", "", "Why the log is unknown (empty when read)."),
         "pod_known": FieldSpec("bool", False,
-                               "The node's pod list was read, so pod_found is meaningful."),
+                               "The node's pod list was read (it may be partial: see "
+                               "pod_list_complete)."),
+        "pod_list_complete": FieldSpec("bool", False,
+                                       "The node's pod list was read and is complete (collected "
+                                       "by gputriage, not pasted), so a missing device-plugin "
+                                       "pod is really absent."),
         "pod_reason": FieldSpec("string", "", "Why the pod list is unknown (empty when read)."),
         "registered": FieldSpec("bool", False,
                                 "The log says the plugin registered with the kubelet "
@@ -153,6 +158,7 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         values["log_reason"] = reason_for(log_ev)
     if pods_ev.ok:
         values["pod_known"] = True
+        values["pod_list_complete"] = pods_ev.complete
         _from_pods(pods_ev, target, values, cites)
     else:
         values["pod_reason"] = reason_for(pods_ev)

@@ -25,6 +25,11 @@ from gputriage.facts.model import (
     unknown,
     unknown_from,
 )
+from gputriage.parsers.runtime_errors import (
+    container_cli_errors,
+    hook_errors,
+    missing_runtime_handler,
+)
 
 #: Event reasons with which a scheduler says it cannot place the pod: kube-scheduler and
 #: Volcano (``FailedScheduling``), KAI-scheduler and Volcano (``Unschedulable``), HAMi's
@@ -33,8 +38,15 @@ SCHEDULING_FAILURES = frozenset({"FailedScheduling", "Unschedulable", "Filtering
 #: HAMi records this FilteringFailed for pods that ask for no device it manages: not a failure.
 _HAMI_NOT_MINE = "does not request any resource"
 
-_RUNTIME_HANDLER = re.compile(
-    r'no runtime for "(?P<name>[^"]+)" is configured|failed to find runtime handler (?P<crio>\S+)')
+#: Kubelet admission rejections by reason (k8s-messages.md 4.1): the device manager's
+#: UnexpectedAdmissionError, the Topology Manager's TopologyAffinityError (k8s 1.16 printed the
+#: reason as "Topology Affinity Error"), and OutOf<resource> from the general predicates.
+_ADMISSION_REASONS = frozenset({"UnexpectedAdmissionError", "TopologyAffinityError",
+                                "Topology Affinity Error"})
+#: Admission texts in any event: "Allocate failed due to" (k8s >= 1.17) and its predecessor
+#: "Update plugin resources failed due to", the Topology Manager's message, "Pod was rejected".
+_ADMISSION_TEXT = re.compile(r"(?:allocate|update plugin resources) failed due to|"
+                             r"resources cannot be allocated with topology locality")
 
 #: Fields shared by ``events`` and ``owner_events``.
 COMMON_FIELDS: dict[str, FieldSpec] = {
@@ -65,8 +77,23 @@ COMMON_FIELDS: dict[str, FieldSpec] = {
                                                         "'failed to find runtime handler')."),
     "runtime_handler": FieldSpec("string", "", "The missing handler's name (e.g. nvidia)."),
     "admission_errors": FieldSpec("list", [], "Kubelet admission rejections: "
-                                              "UnexpectedAdmissionError, OutOf<resource>, "
-                                              "'Allocate failed ...'."),
+                                              "UnexpectedAdmissionError, TopologyAffinityError, "
+                                              "OutOf<resource>, 'Allocate failed ...' (older: "
+                                              "'Update plugin resources failed ...')."),
+    "nvidia_container_cli_errors": FieldSpec(
+        "list<map>", [],
+        "nvidia-container-cli errors quoted by any event (container create/start failures, "
+        "sandbox errors), as maps kind, message; kind is the class the tool printed "
+        "(initialization | detection | device | requirement | mount | permission | ...) and "
+        "message is \"nvidia-container-cli: <kind> error: <detail>\" whatever the runtime's "
+        "wrapping (containerd, CRI-O, Docker; runc hook wording of any version)."),
+    "oci_hook_errors": FieldSpec(
+        "list<map>", [],
+        "OCI hooks that failed while the runtime created a container, quoted by any event "
+        "(NVIDIA's nvidia-container-runtime-hook, nvidia-ctk / nvidia-cdi-hook "
+        "create-symlinks...), as maps stage, message; stage is what runc named (prestart, "
+        "createContainer...; '' when not named) and message is what the hook printed (its "
+        "logged msg, or its stderr)."),
     "dra_errors": FieldSpec("list", [], "FailedPrepareDynamicResources messages."),
     "container_errors": FieldSpec("list", [], "Container create/start failures (reason Failed "
                                               "'Error: ...', CreateContainerError...), image "
@@ -144,6 +171,8 @@ def summarise(records: list[tuple[dict[str, Any], LineRef]]
     """The common field values and their citations."""
     cites: dict[str, list[LineRef]] = {}
     values: dict[str, Any] = {name: spec.default for name, spec in COMMON_FIELDS.items()}
+    values["nvidia_container_cli_errors"] = []
+    values["oci_hook_errors"] = []
     lists: dict[str, list[str]] = {k: [] for k in (
         "sandbox_errors", "admission_errors", "dra_errors", "container_errors", "image_errors",
         "failed_mount")}
@@ -177,11 +206,19 @@ def summarise(records: list[tuple[dict[str, Any], LineRef]]
             else:
                 values[field] = True
             note(field, ref)
-        handler = _RUNTIME_HANDLER.search(message)
-        if handler:
+        handler = missing_runtime_handler(message)
+        if handler is not None:
             values["runtime_handler_missing"] = True
-            values["runtime_handler"] = handler["name"] or handler["crio"]
+            values["runtime_handler"] = handler
             note("runtime_handler_missing", ref)
+        for err in container_cli_errors(message):
+            if err.to_fact() not in values["nvidia_container_cli_errors"]:
+                values["nvidia_container_cli_errors"].append(err.to_fact())
+            note("nvidia_container_cli_errors", ref)
+        for hook in hook_errors(message):
+            if hook.to_fact() not in values["oci_hook_errors"]:
+                values["oci_hook_errors"].append(hook.to_fact())
+            note("oci_hook_errors", ref)
     values.update(lists)
     values["items"] = [r for r, _ in records]
     values["reasons"] = reasons
@@ -201,8 +238,8 @@ def _classify(reason: str, message: str) -> list[str]:
         fields.append("not_triggered_scale_up")
     elif reason == "FailedCreatePodSandBox":
         fields.append("sandbox_errors")
-    elif reason == "UnexpectedAdmissionError" or reason.startswith("OutOf") or (
-            "allocate failed due to" in lower) or message.startswith("Pod was rejected"):
+    elif reason in _ADMISSION_REASONS or reason.startswith("OutOf") or (
+            _ADMISSION_TEXT.search(lower)) or message.startswith("Pod was rejected"):
         fields.append("admission_errors")
     elif reason == "FailedPrepareDynamicResources" or "prepare dynamic resources" in lower:
         fields.append("dra_errors")

@@ -48,7 +48,9 @@ SPEC = GroupSpec(
             "Admission failures: " + _SIGNAL_DOC + "; kind is devices_unavailable | "
             "no_healthy_devices | previously_allocated_unhealthy | unregistered_device | "
             "preferred_allocation_failed | prestart_failed | endpoint_not_found | "
-            "out_of_resource | allocate_failed | unexpected_admission | rejected."),
+            "out_of_resource | topology_affinity (Topology Manager: 'Resources cannot be "
+            "allocated with Topology locality') | allocate_failed | unexpected_admission | "
+            "rejected."),
         "admission_kinds": FieldSpec("list<string>", [],
                                      "Sorted unique kinds of admission_errors."),
         "runtime_handler_missing": FieldSpec(
@@ -64,6 +66,13 @@ SPEC = GroupSpec(
             "nvidia-container-cli errors relayed by the kubelet: " + _SIGNAL_DOC + "; kind is "
             "the cli's error class (initialization, detection, mount, device, requirement...) "
             "and message is \"nvidia-container-cli: <kind> error: <detail>\"."),
+        "oci_hook_errors": FieldSpec(
+            "list<map>", [],
+            "OCI hooks that failed while the runtime created a container (NVIDIA's "
+            "nvidia-container-runtime-hook, nvidia-ctk / nvidia-cdi-hook create-symlinks...), "
+            "in any runc wording: " + _SIGNAL_DOC + "; kind is the hook stage runc named "
+            "(prestart, createContainer...; '' when not named) and message is what the hook "
+            "printed (its logged msg, or its stderr)."),
         "cdi_errors": FieldSpec("list<map>", [],
                                 "CDI injection failures (\"unresolvable CDI devices ...\"): "
                                 + _SIGNAL_DOC + "; devices lists the unresolved names."),
@@ -105,6 +114,7 @@ def _facts(j: KubeletJournal, ev: Evidence) -> FactGroup:
         "runtime_handler": handler,
         "sandbox_errors": _signals(j.sandbox_errors),
         "nvidia_container_cli_errors": _signals(j.container_cli_errors),
+        "oci_hook_errors": _signals(j.hook_errors),
         "cdi_errors": _signals(j.cdi_errors),
         "dra_prepare_errors": _signals(j.dra_errors),
         "eviction": eviction,
@@ -118,6 +128,7 @@ def _facts(j: KubeletJournal, ev: Evidence) -> FactGroup:
         "runtime_handler": [handler_line] if handler_line else [],
         "sandbox_errors": _lines(j.sandbox_errors),
         "nvidia_container_cli_errors": _lines(j.container_cli_errors),
+        "oci_hook_errors": _lines(j.hook_errors),
         "cdi_errors": _lines(j.cdi_errors),
         "dra_prepare_errors": _lines(j.dra_errors),
         "eviction": _lines(j.evictions),

@@ -17,6 +17,7 @@ from gputriage.facts.gpu_resources import (
     is_shared_resource,
     pod_gpu_request,
 )
+from gputriage.facts.gpu_stack import involvement, stack_component, visible_devices
 from gputriage.facts.kube_objects import (
     cite_field,
     cite_text,
@@ -80,6 +81,20 @@ SPEC = GroupSpec(
         "gpu_total": FieldSpec("int", 0, "gpu_resources['nvidia.com/gpu'] (0 when not "
                                          "requested)."),
         "requests_gpu": FieldSpec("bool", False, "The pod asks for any GPU resource."),
+        "gpu_involved": FieldSpec("bool", False, "The pod reaches GPUs some way: a GPU resource "
+                                                 "(sharing layers included), a DRA claim, an "
+                                                 "NVIDIA RuntimeClass, NVIDIA_VISIBLE_DEVICES "
+                                                 "in its env, or it is a pod of the GPU stack "
+                                                 "(see facts/gpu_stack.py)."),
+        "gpu_involvement": FieldSpec("list", [], "Why the pod counts as GPU-involved, in words."),
+        "gpu_stack_component": FieldSpec("string", "", "The GPU-stack component the pod belongs "
+                                                       "to (nvidia-device-plugin, "
+                                                       "gpu-operator-validator, dcgm-exporter, "
+                                                       "...), '' when it is not one."),
+        "visible_devices": FieldSpec("string", "", "NVIDIA_VISIBLE_DEVICES set in a "
+                                                   "container's env ('' when unset, void or "
+                                                   "none)."),
+        "uses_dra": FieldSpec("bool", False, "spec.resourceClaims is not empty."),
         "requests_without_limits": FieldSpec("list", [], "GPU resources set in a container's "
                                                          "requests but not its limits (a spec "
                                                          "the API server rejects)."),
@@ -185,10 +200,22 @@ def _facts(ev: Evidence, pod: dict[str, Any]) -> FactGroup:
         "start_errors": _start_errors(containers),
         "evicted": text(status.get("reason")) == "Evicted",
     }
+    component = stack_component(meta, spec, owner[1])
+    visible = visible_devices(spec)
+    uses_dra = bool(spec.get("resourceClaims"))
+    values["gpu_stack_component"] = component
+    values["visible_devices"] = visible
+    values["uses_dra"] = uses_dra
+    values["gpu_involvement"] = involvement(
+        gpu_resources=gpu, dra=uses_dra, runtime_class=values["runtime_class"],
+        visible=visible, component=component)
+    values["gpu_involved"] = bool(values["gpu_involvement"])
     values["admission_rejected"] = values["phase"] == "Failed" and (
         values["reason"] == "UnexpectedAdmissionError" or values["reason"].startswith("OutOf")
         or values["message"].startswith(("Pod was rejected", "Pod Allocate failed")))
 
+    if visible:
+        cite("visible_devices", cite_text(ev, "NVIDIA_VISIBLE_DEVICES"))
     for name in ("phase", "reason", "node", "runtime_class", "qos_class", "priority_class",
                  "scheduler_name"):
         if values[name]:
@@ -232,6 +259,11 @@ def _facts(ev: Evidence, pod: dict[str, Any]) -> FactGroup:
     for c in conditions:
         if c["status"] != "True" and c["type"]:
             cite("conditions", cite_text(ev, c["message"] or c["type"]))
+    if values["gpu_involved"]:
+        for ref in cites.get("gpu_resources", []):
+            cite("gpu_involvement", ref)
+        if values["runtime_class"]:
+            cite("gpu_involvement", cite_field(ev, "runtimeClassName", values["runtime_class"]))
     return known(SPEC, values, cites)
 
 

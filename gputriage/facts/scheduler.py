@@ -44,6 +44,7 @@ SPEC = GroupSpec(
                                                "('0/N nodes are available', KAI, Volcano, "
                                                "HAMi, preemption)."),
         "generation": FieldSpec("string", "", "Wording era (see parsers.scheduler.GENERATIONS): "
+                                              "fit-failure, predicates-summary, "
                                               "predicates, predicate-descriptions, "
                                               "taint-didnt-tolerate, untolerated-taint, "
                                               "untolerated-taints, framework, kai, volcano, "

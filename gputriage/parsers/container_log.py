@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gputriage.parsers import runtime_errors
+
 _SIZE = r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|[KMGT])\b"
 
 
@@ -76,7 +78,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("nvml_driver_mismatch", "the NVML library in the container does not match the driver",
          r"Failed to initialize NVML: Driver/library version mismatch"),
     _sig("no_nvidia_driver", "the container sees no NVIDIA driver (no GPU was injected)",
-         r"Found no NVIDIA driver on your system"),
+         r"Found no NVIDIA driver on your system"
+         r"|NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver"),
     _sig("no_cuda_device", "the container sees no GPU",
          r"no CUDA-capable device is detected|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE"),
     _sig("illegal_memory_access", "a kernel touched invalid GPU memory (application bug, or a "
@@ -93,14 +96,11 @@ OOM_IDS = frozenset({"torch_cuda_oom", "vllm_free_memory_low", "vllm_no_cache_me
 
 _MAX_LINE = 2000
 
-_CDI_DEVICES = re.compile(r"unresolvable CDI devices? "
-                          r"(?P<devs>[\w./-]+=[\w.-]+(?::\d+)?(?:,\s*[\w./-]+=[\w.-]+(?::\d+)?)*)")
 
 
 def cdi_devices(line: str) -> list[str]:
     """The CDI device names (``vendor/class=name``) an ``unresolvable CDI devices`` line lists."""
-    m = _CDI_DEVICES.search(line)
-    return [d.strip() for d in m["devs"].split(",")] if m else []
+    return runtime_errors.cdi_devices(line)
 
 
 @dataclass(frozen=True)

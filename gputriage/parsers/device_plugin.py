@@ -45,8 +45,8 @@ _REGISTRATION_ERROR = re.compile(r"Could not register device plugin: (?P<err>.+)
 _NVML_FAILED = re.compile(
     r"Failed to initialize NVML: (?P<a>.+)|Failed to start nvml with error:\s*(?P<b>.+)|"
     r"nvml init failed: (?P<c>.+)|NVML init failed: (?P<d>[^;]+)|"
-    r"failed to initialize NVML: (?P<e>.+)|(?P<f>could not load NVML library)|"
-    r"(?P<g>ERROR_LIBRARY_NOT_FOUND)")
+    r"failed to initialize NVML: (?P<e>.+)|NVML not detected: (?P<h>.+)|"  # v0.17 rm.go
+    r"(?P<f>could not load NVML library)|(?P<g>ERROR_LIBRARY_NOT_FOUND)")
 _RUNTIME_HINT = re.compile(r"did you set the docker default runtime to `?nvidia`?|"
                            r"did you configure the NVIDIA Container Toolkit")
 _NO_DEVICES = re.compile(r"No devices found\. Waiting indefinitely|No devices found|"

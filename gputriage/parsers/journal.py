@@ -23,6 +23,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputriage.parsers.runtime_errors import (
+    CDI_FAILURE,
+    cdi_devices,
+    container_cli_errors,
+    hook_errors,
+    missing_runtime_handler,
+)
+
 #: Longest part of one line that is looked at; a pathological 50 MB line is cut, not parsed.
 MAX_LINE_CHARS = 64 * 1024
 
@@ -269,27 +277,23 @@ _ADMISSION_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("prestart_failed", re.compile(r"PreStartContainer rpc failed")),
     ("endpoint_not_found", re.compile(r"endpoint not found in cache for a registered resource"
                                       r"(?::? (?P<res>[^\s,]+))?")),
+    # The numbers first: a journal line may carry the reason (OutOf<res>) before the message.
     ("out_of_resource", re.compile(
         r"Node didn't have enough resource: (?P<res>[^\s,]+), requested: (?P<req>\d+), "
-        r"used: \d+, capacity: (?P<avail>\d+)|\bOutOf(?P<res2>[\w./-]+)")),
-    ("allocate_failed", re.compile(r"Allocate failed due to (?P<inner>.+?)"
-                                   r"(?:, which is unexpected|$)")),
+        r"used: \d+, capacity: (?P<avail>\d+)")),
+    ("out_of_resource", re.compile(r"\bOutOf(?P<res2>[\w./-]+)")),
+    ("topology_affinity", re.compile(r"Resources cannot be allocated with Topology locality|"
+                                     r"\bTopologyAffinityError\b|Topology Affinity Error")),
+    # "Allocate failed due to" (k8s >= 1.17), "Update plugin resources failed due to" (older).
+    ("allocate_failed", re.compile(r"(?:Allocate|Update plugin resources) failed due to "
+                                   r"(?P<inner>.+?)(?:, which is unexpected|$)")),
     ("unexpected_admission", re.compile(r"UnexpectedAdmissionError")),
     ("rejected", re.compile(r"Pod was rejected|Failed to admit pod|Predicate failed on Pod|"
                             r"pod admission (?:denied|failed)", re.IGNORECASE)),
 )
 
-_RUNTIME_MISSING = re.compile(
-    r'no runtime for "(?P<h>[^"]+)" is configured|'
-    r"failed to find runtime handler (?P<h2>\S+) from runtime list|"
-    r'RuntimeHandler "(?P<h3>[^"]+)" not supported')
 _SANDBOX = re.compile(r"CreatePodSandbox|RunPodSandbox|Failed to create (?:pod )?sandbox|"
                       r"FailedCreatePodSandBox", re.IGNORECASE)
-_NCC = re.compile(r"nvidia-container-cli(?:\.real)?: (?P<kind>[a-z]+) error: (?P<detail>.+)")
-_CDI = re.compile(r"unresolvable CDI devices|CDI device injection failed|"
-                  r"failed to inject CDI devices|failed to inject devices")
-_CDI_DEVICES = re.compile(r"unresolvable CDI devices (?P<devs>[\w./-]+=[\w.-]+"
-                          r"(?:,\s*[\w./-]+=[\w.-]+)*)")
 _DRA = re.compile(r"Failed to prepare dynamic resources|FailedPrepareDynamicResources|"
                   r"prepare dynamic resources|DRA driver \S+ is not registered|"
                   r"Unable to get container claim info state|NodePrepareResources failed",
@@ -333,6 +337,7 @@ class KubeletJournal:
     runtime_handler_lines: list[int] = field(default_factory=list)
     sandbox_errors: list[Signal] = field(default_factory=list)
     container_cli_errors: list[Signal] = field(default_factory=list)
+    hook_errors: list[Signal] = field(default_factory=list)
     cdi_errors: list[Signal] = field(default_factory=list)
     dra_errors: list[Signal] = field(default_factory=list)
     evictions: list[Signal] = field(default_factory=list)
@@ -454,23 +459,20 @@ def _classify(out: KubeletJournal, line: LogLine, relation: _Relation,
                 _add(out.endpoint_errors, Signal(kind, _clean(text), n, resource=resource))
                 break
     _classify_admission(out, n, text)
-    rt = _RUNTIME_MISSING.search(text)
-    if rt:
-        handler = rt["h"] or rt["h2"] or rt["h3"] or ""
+    handler = missing_runtime_handler(text)
+    if handler is not None:
         if out.runtime_handler is None:
             out.runtime_handler = (handler, n)
         out.runtime_handler_lines.append(n)
     if _SANDBOX.search(text) and (line.severity in ("E", "W") or re.search(r"(?i)error|fail",
                                                                           text)):
         _add(out.sandbox_errors, Signal("sandbox", _error_tail(text), n))
-    for m in _NCC.finditer(text):
-        detail = _clean(re.split(r'"|\s{2,}', m["detail"])[0])
-        _add(out.container_cli_errors,
-             Signal(m["kind"], f"nvidia-container-cli: {m['kind']} error: {detail}", n))
-    if _CDI.search(text):
-        named = _CDI_DEVICES.search(text)
-        devices = [d.strip() for d in named["devs"].split(",")] if named else []
-        _add(out.cdi_errors, Signal("cdi", _error_tail(text), n, devices=devices))
+    for err in container_cli_errors(text):
+        _add(out.container_cli_errors, Signal(err.kind, err.message, n))
+    for hook in hook_errors(text):
+        _add(out.hook_errors, Signal(hook.stage, hook.detail, n))
+    if CDI_FAILURE.search(text):
+        _add(out.cdi_errors, Signal("cdi", _error_tail(text), n, devices=cdi_devices(text)))
     if _DRA.search(text):
         _add(out.dra_errors, Signal("dra_prepare", _error_tail(text), n))
     if relation is _Relation.POD and _EVICT.search(text) and "rank" not in text.lower():

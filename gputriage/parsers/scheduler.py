@@ -27,6 +27,11 @@ KINDS = ("insufficient", "taint", "selector", "unschedulable", "too_many_pods", 
 
 #: Wording generations, oldest first, with the Kubernetes releases that printed them.
 GENERATIONS: dict[str, str] = {
+    "fit-failure": "k8s <= 1.5: 'pod (P) failed to fit in any node' + 'fit failure summary on "
+                   "nodes : PodToleratesNodeTaints (1)' or one 'fit failure on node (N): ...' "
+                   "line per node",
+    "predicates-summary": "k8s ~1.6-1.8: 'No nodes are available that match all of the "
+                          "following predicates:: Insufficient cpu (4).'",
     "predicates": "k8s <= 1.9: predicate names (PodToleratesNodeTaints, MatchNodeSelector)",
     "predicate-descriptions": "k8s ~1.10-1.17: 'node(s) had taints that the pod didn't "
                               "tolerate', 'node(s) didn't match node selector'",
@@ -68,7 +73,16 @@ _AUTOSCALER = re.compile(
 _KAI = re.compile(r"no nodes with enough resources were found:?\s*(?P<body>.*)$", re.S | re.I)
 _VOLCANO = re.compile(r"(?:\b0/(\d+)|\ball) nodes are unavailable(?::\s*|\.?\s*$)")
 _GANG = re.compile(r"\d+/\d+ tasks in gang unschedulable|^(?:pod group|job) is not ready\b")
-_HAMI_NONE = re.compile(r"^no available node, (\d+) nodes? do not meet")
+_HAMI_NONE = re.compile(r"^no available node, (?:(\d+) nodes?|all node scores) do not meet")
+#: k8s ~1.6-1.8 (kubernetes#53465): counts follow each reason in parentheses.
+_SUMMARY = re.compile(r"No nodes are available that match all of the following predicates"
+                      r"::?\s*(?P<body>.*)$", re.S)
+#: k8s <= 1.5 (kubernetes#41070, #37232): a summary line or one line per node.
+_FIT_FAILURE = re.compile(r"failed to fit in any node\b")
+_FIT_SUMMARY = re.compile(r"fit failure summary on nodes ?: ?(?P<body>.*)$", re.M)
+_FIT_NODE = re.compile(r"^\s*fit failure on node \((?P<node>[^()]*)\): ?(?P<reason>.+?)\s*$",
+                       re.M)
+_SUMMARY_ENTRY = re.compile(r"(?P<reason>[^,()]+?) \((?P<count>\d+)\)")
 _HAMI_ENTRY = re.compile(r"^(\d+) nodes? (?:failed: )?([A-Za-z]+) ?\(([^()]*)\)")
 _ENTRY = re.compile(r"^(\d+)\s+(.+)$", re.S)
 _MAX_COUNT_DIGITS = 9
@@ -159,6 +173,9 @@ def parse_scheduler_message(text: str) -> SchedulerMessage:
     hami = _parse_hami(raw, clean)
     if hami is not None:
         return hami
+    old = _parse_pre_framework(raw, clean)
+    if old is not None:
+        return old
     volcano = None if _ENVELOPE.search(clean) else _VOLCANO.search(clean)
     if volcano:
         msg = _parse_envelope(raw, clean, volcano)
@@ -170,7 +187,7 @@ def _parse_hami(raw: str, clean: str) -> SchedulerMessage | None:
     """HAMi's FilteringFailed texts (pkg/scheduler/scheduler.go, score.go), one per event."""
     none = _HAMI_NONE.match(clean)
     if none:
-        total = _count(none.group(1))
+        total = _count(none.group(1)) if none.group(1) else 0
         return SchedulerMessage(raw, True, total, (Reason(total, "other", _strip_dots(clean)),),
                                 generation="hami", scheduler="hami-scheduler")
     entry = _HAMI_ENTRY.match(clean)
@@ -181,6 +198,35 @@ def _parse_hami(raw: str, clean: str) -> SchedulerMessage | None:
     return SchedulerMessage(raw, True, 0, (Reason(count, "insufficient" if resource else "other",
                                                   name, resource),),
                             generation="hami", scheduler="hami-scheduler")
+
+
+def _parse_pre_framework(raw: str, clean: str) -> SchedulerMessage | None:
+    """The envelopes before ``0/N nodes are available`` (k8s <= 1.8): reasons with counts in
+    parentheses, or one ``fit failure on node (N): reason`` line per node."""
+    summary = _SUMMARY.search(clean)
+    generation = "predicates-summary"
+    body = summary["body"] if summary else ""
+    if not summary and _FIT_FAILURE.search(clean):
+        generation = "fit-failure"
+        fit = _FIT_SUMMARY.search(clean)
+        if fit:
+            body = fit["body"]
+        else:
+            counts: dict[str, int] = {}
+            nodes = 0
+            for m in _FIT_NODE.finditer(clean):
+                nodes += 1
+                for reason in _strip_dots(m["reason"]).split(", "):
+                    counts[reason] = counts.get(reason, 0) + 1
+            reasons = tuple(_reason(f"{n} {r}") for r, n in counts.items())
+            return SchedulerMessage(raw, True, nodes, reasons,
+                                    generation=generation, scheduler="kube-scheduler")
+    elif not summary:
+        return None
+    reasons = tuple(_reason(f"{_count(m['count'])} {m['reason'].strip()}")
+                    for m in _SUMMARY_ENTRY.finditer(_strip_dots(body)))
+    return SchedulerMessage(raw, True, 0, reasons, generation=generation,
+                            scheduler="kube-scheduler")
 
 
 def _parse_envelope(raw: str, clean: str, env: re.Match[str] | None = None) -> SchedulerMessage:

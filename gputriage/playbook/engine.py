@@ -22,15 +22,23 @@ there and is recorded as such. A step visited twice ends the walk with a warning
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gputriage.evidence.model import LineRef
 from gputriage.facts.model import FactSet
 from gputriage.playbook.conditions import Condition, Evaluation, Truth, new_context
-from gputriage.playbook.model import UNDETERMINED, Playbook, PlaybookSet, Step, Target
+from gputriage.playbook.model import (
+    UNDETERMINED,
+    FindingSpec,
+    Playbook,
+    PlaybookSet,
+    Step,
+    Target,
+)
 from gputriage.playbook.templating import render
 from gputriage.playbook.transcript import (
+    Alternative,
     Choice,
     Finding,
     Fix,
@@ -66,6 +74,8 @@ class _Walker:
     cel_context: cel.Context | None = None
     unknown: dict[str, str] = field(default_factory=dict)  # unknown group -> reason
     unknown_groups: frozenset[str] = frozenset()
+    _sites: dict[str, str] = field(default_factory=dict)
+    _unproposable: set[str] = field(default_factory=set)
 
     def run(self, entry: str | None) -> Transcript:
         self.context = self.facts.to_context()
@@ -85,9 +95,159 @@ class _Walker:
             return Transcript(entry="", findings=(finding,), warnings=tuple(self.warnings),
                               entry_reason=entry_reason)
         ended, question = self._walk_from(start)
-        return Transcript(entry=start.partition("/")[0], visits=tuple(self.visits),
-                          findings=(ended,) if ended else (), question=question,
-                          warnings=tuple(self.warnings), entry_reason=entry_reason)
+        walked = Transcript(entry=start.partition("/")[0], visits=tuple(self.visits),
+                            findings=(ended,) if ended else (), question=question,
+                            warnings=tuple(self.warnings), entry_reason=entry_reason)
+        return self._differential(walked)
+
+    # -- the differential -------------------------------------------------------------------
+
+    def _differential(self, walked: Transcript) -> Transcript:
+        """Weigh every finding against the evidence, and hold the walk's verdict to it.
+
+        A verdict whose ``requires`` is false, or that a ``ruled_out_by`` rule fires against,
+        is withdrawn (unless the SRE chose it by override); a walk that ends undetermined or
+        at a question proposes the best-supported consistent finding instead.
+        """
+        consistent: list[tuple[int, int, Alternative]] = []
+        ruled_out: dict[str, Alternative] = {}
+        required: dict[str, Truth] = {}
+        for order, spec in enumerate(self.playbooks.findings()):
+            rule = self._ruling_out(spec)
+            if rule is not None:
+                ruled_out[spec.id] = rule
+                continue
+            if not spec.requires:
+                continue
+            truth, held = self._requires(spec)
+            required[spec.id] = truth
+            if truth is Truth.TRUE and held is not None:
+                if not spec.propose or spec.severity == "info":
+                    self._unproposable.add(spec.id)
+                alt = Alternative(
+                    spec.id, self._text(spec.title), spec.severity, "possible",
+                    f"its evidence holds: {' '.join(held.source.split())}",
+                    self._citations(held, ()), self._site(spec.id))
+                consistent.append((-len(set(held.paths)), order, alt))
+        consistent.sort(key=lambda t: (t[0], t[1]))
+        ranked = [alt for _, _, alt in consistent]
+        verdict = walked.findings[0] if walked.findings else None
+        # The SRE's own choice (an override or an answer) is evidence the differential cannot
+        # see: such a verdict is kept, with the differential shown beside it.
+        overridden = bool(self.visits) and self.visits[-1].outcome in (Outcome.OVERRIDE,
+                                                                        Outcome.ANSWER)
+        findings = walked.findings
+        confidence = ""
+        if verdict is not None and not verdict.undetermined:
+            rule = ruled_out.get(verdict.id)
+            verdict_truth = required.get(verdict.id)
+            if overridden:
+                confidence = "likely" if verdict_truth is Truth.TRUE else "possible"
+            elif rule is not None or verdict_truth is Truth.FALSE:  # withdrawn
+                why = (f"{rule.because}" if rule is not None else
+                       "the evidence it requires does not hold")
+                self.warnings.append(f"the walk reached '{verdict.id}', but it is withdrawn: "
+                                     f"{why}")
+                proposal = self._propose_from(ranked)
+                findings = (proposal,) if proposal else (self._undetermined(
+                    f"{verdict.playbook}/{verdict.step}", "",
+                    f"the walk reached '{verdict.id}', but the evidence rules it out ({why})",
+                    ()),)
+                confidence = self._proposal_confidence(ranked) if proposal else ""
+            elif verdict_truth is Truth.TRUE:
+                doubtful = any(v.outcome in (Outcome.OTHERWISE, Outcome.UNKNOWN)
+                               for v in self.visits)
+                confidence = "likely" if doubtful else "certain"
+            else:
+                confidence = "possible"
+        elif ranked and (verdict is None or verdict.undetermined):
+            proposal = self._propose_from(ranked)
+            if proposal is not None:
+                findings = (proposal,)
+                confidence = self._proposal_confidence(ranked)
+        first = findings[0].id if findings else ""
+        return replace(walked, findings=findings, warnings=tuple(self.warnings),
+                       confidence=confidence,
+                       consistent=tuple(a for a in ranked if a.id != first),
+                       ruled_out=tuple(ruled_out.values()))
+
+    def _requires(self, spec: FindingSpec) -> tuple[Truth, Condition | None]:
+        """Any-of over the alternatives: TRUE (with the one that held), FALSE, or UNKNOWN."""
+        unknown = False
+        for condition in spec.requires:
+            truth = self._evaluate(condition, f"requires of finding '{spec.id}'").truth
+            if truth is Truth.TRUE:
+                return truth, condition
+            unknown = unknown or truth is Truth.UNKNOWN
+        return (Truth.UNKNOWN if unknown else Truth.FALSE), None
+
+    def _ruling_out(self, spec: FindingSpec) -> Alternative | None:
+        for rule in spec.ruled_out_by:
+            result = self._evaluate(rule.when, f"ruled_out_by of finding '{spec.id}'")
+            if result.truth is Truth.TRUE:
+                return Alternative(spec.id, self._text(spec.title), spec.severity, "",
+                                   self._text(rule.because),
+                                   self._citations(rule.when, rule.cite), self._site(spec.id))
+        return None
+
+    def _propose_from(self, ranked: list[Alternative]) -> Finding | None:
+        """The best-supported consistent finding, as if the walk had reached it.
+
+        Only findings the walk could still reach from where it stopped, within that step's
+        playbook, are candidates, so a proposal answers the question the walk was asking and
+        never an unrelated one.
+        """
+        stop = self.visits[-1].ref if self.visits else ""
+        reachable = self._reachable(stop) if stop else set()
+        candidates = [a for a in ranked if a.id not in self._unproposable and a.id in reachable]
+        if not candidates:
+            return None
+        best = candidates[0]
+        pid, _, sid = best.branch.partition("/")
+        book = self.playbooks.get(pid)
+        step = book.steps.get(sid) if book else None
+        if book is None or step is None:
+            return None
+        finding = self._finding(best.id, book, step)
+        self.warnings.append(f"the walk did not conclude; the evidence supports '{best.id}' "
+                             f"(reached from '{best.branch}')")
+        return replace(finding, evidence=tuple(dict.fromkeys((*best.evidence,
+                                                              *finding.evidence))))
+
+    def _proposal_confidence(self, ranked: list[Alternative]) -> str:
+        stop = self.visits[-1].ref if self.visits else ""
+        reachable = self._reachable(stop) if stop else set()
+        candidates = [a for a in ranked if a.id not in self._unproposable and a.id in reachable]
+        return "likely" if len(candidates) == 1 else "possible"
+
+    def _reachable(self, start: str) -> set[str]:
+        """Findings reachable from step ``start`` without leaving its playbook."""
+        found: set[str] = set()
+        seen: set[str] = set()
+        todo = [start]
+        book = start.partition("/")[0]
+        while todo:
+            ref = todo.pop()
+            if ref in seen:
+                continue
+            seen.add(ref)
+            step = self.playbooks.step(ref)
+            for target in step.targets() if step is not None else ():
+                if target.conclude:
+                    found.add(target.raw)
+                elif target.playbook == book:
+                    todo.append(f"{target.playbook}/{target.step}")
+        return found
+
+    def _site(self, fid: str) -> str:
+        """The first ``playbook/step`` whose branch, otherwise or choice concludes ``fid``."""
+        if not self._sites:
+            for book in self.playbooks:
+                for sid, step in book.steps.items():
+                    for target in step.targets():
+                        if target.conclude:
+                            self._sites.setdefault(target.raw, f"{book.id}/{sid}")
+        return self._sites.get(fid, "")
 
     # -- entry ------------------------------------------------------------------------------
 
@@ -326,12 +486,13 @@ def _groups_read(playbooks: PlaybookSet) -> set[str]:
         for step in book.steps.values():
             groups.update(step.needs)
             conditions += [b.when for b in step.branches]
+        for spec in book.findings.values():
+            conditions += [r.when for r in spec.ruled_out_by]
+            conditions += list(spec.requires)
         for condition in conditions:
             groups.update(ref.group for ref in condition.refs)
     return groups
 
 
 def _replace_visit(visit: Visit, **changes: Any) -> Visit:
-    from dataclasses import replace
-
     return replace(visit, **changes)

@@ -22,6 +22,26 @@ HEADER = """\
 Every root cause a gputriage walk can conclude. Finding ids are stable: they are never
 renumbered or reused, so tickets, alerts and runbooks can link to them. Commands show
 `<group.field>` where the walk fills in a fact (pod name, namespace, node, PCI id...).
+
+## The differential beside every verdict
+
+Each finding declares the evidence it **requires** (CEL over facts, a list of alternatives of
+which one must hold) and the evidence that **rules it out**. After every walk the engine weighs
+every finding against the evidence (microseconds each):
+
+- a walk concludes a finding only when its `requires` holds and nothing rules it out; a verdict
+  the evidence contradicts is withdrawn (the SRE's own overrides and answers are kept);
+- when the walk ends undetermined or at a question while a finding of the playbook it stopped in
+  has its evidence, that finding is proposed, with the branch that reaches it;
+- the report carries the verdict's `confidence` (`certain`: every step decided by a condition;
+  `likely`: a step fell through to `otherwise`, or a proposal with no rival; `possible`: its
+  required evidence is unknown, or rivals fit too) and a `differential` object:
+  `consistent` (other findings whose evidence holds, best first) and `ruled_out` (findings
+  the evidence contradicts), each entry with `id`, `title`, `severity`, `confidence`, `because`,
+  `evidence` (cited lines) and `branch` (the step an override takes to reach it).
+
+An `otherwise` may conclude a finding only when that finding declares `requires`: the loader
+refuses a verdict drawn from the absence of evidence.
 """
 
 UNDETERMINED_ENTRY = f"""\
@@ -69,6 +89,13 @@ def _entry(spec: FindingSpec, steps: list[str]) -> str:
     ]
     if steps:
         lines.append("- **Concluded at:** " + ", ".join(f"`{s}`" for s in steps))
+    for condition in spec.requires:
+        lines.append(f"- **Requires:** `{' '.join(condition.source.split())}`")
+    for rule in spec.ruled_out_by:
+        lines.append(f"- **Ruled out by:** `{' '.join(rule.when.source.split())}`: "
+                     f"{_flow(rule.because)}")
+    if not spec.propose:
+        lines.append("- **Proposed on evidence alone:** no (needs the walk or the SRE's answer)")
     lines += ["", f"**What it means.** {_flow(spec.summary)}", "",
               f"**Fix.** {_flow(spec.fix.summary)}", ""]
     if spec.fix.commands:

@@ -151,12 +151,35 @@ SHAPES: dict[str, Shape] = {
     "finding": Shape(
         "A root cause the walk can conclude.",
         {
+            "requires": KeySpec("cels", "The evidence that must hold for this finding, on its "
+                                        "own (not relying on the path that leads here): a CEL "
+                                        "condition, or a list of alternatives of which one must "
+                                        "hold. The walk may conclude the finding only when it "
+                                        "holds; the differential check may propose it when it "
+                                        "holds and nothing rules it out."),
+            "propose": KeySpec("boolean", "Whether the differential check may propose this "
+                                          "finding on its own evidence when the walk does not "
+                                          "conclude (false for findings that need the SRE's "
+                                          "answer, and for all-clear findings).",
+                               default=True),
+            "ruled_out_by": KeySpec("list:rule_out", "Evidence that rules this finding out, "
+                                                     "whatever the walk says."),
             "severity": KeySpec("string", "How bad it is.", required=True, enum=SEVERITIES),
             "title": KeySpec("text", "One line naming the root cause.", required=True),
             "summary": KeySpec("text", "What it means, for the on-call reader at 3 a.m.",
                                required=True),
             "fix": KeySpec("object:fix", "What to do about it.", required=True),
             "references": KeySpec("strings", "Links to upstream docs, issues, runbooks."),
+        },
+    ),
+    "rule_out": Shape(
+        "Evidence that contradicts a finding.",
+        {
+            "when": KeySpec("cel", "CEL condition over facts; when it holds, the finding is "
+                                   "ruled out.", required=True),
+            "because": KeySpec("text", "Why this evidence rules the finding out, in plain "
+                                       "words.", required=True),
+            "cite": KeySpec("strings", "Extra fact paths whose evidence lines to cite."),
         },
     ),
     "fix": Shape(
@@ -245,6 +268,15 @@ class FixSpec:
 
 
 @dataclass(frozen=True)
+class RuleOut:
+    """Evidence that contradicts a finding: when ``when`` holds, the finding is ruled out."""
+
+    when: Condition
+    because: str
+    cite: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class FindingSpec:
     id: str
     severity: str
@@ -253,6 +285,10 @@ class FindingSpec:
     fix: FixSpec
     references: tuple[str, ...] = ()
     playbook: str = ""
+    #: The positive evidence the finding needs: alternatives, one of which must hold.
+    requires: tuple[Condition, ...] = ()
+    ruled_out_by: tuple[RuleOut, ...] = ()
+    propose: bool = True
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from gputriage.playbook.model import (
     Otherwise,
     Playbook,
     Route,
+    RuleOut,
     Step,
     Target,
 )
@@ -38,6 +39,7 @@ from gputriage.playbook.templating import quoted_templates, template_refs
 _KIND_WORDS = {
     "string": "a string", "text": "a string", "cel": "a CEL condition (a string)",
     "integer": "an integer", "strings": "a list of strings",
+    "cels": "a CEL condition or a non-empty list of them", "boolean": "true or false",
 }
 
 
@@ -182,6 +184,12 @@ class _Checker:
             good = False
         elif spec.kind == "cel":
             good = isinstance(value, str | bool)
+        elif spec.kind == "boolean":
+            good = isinstance(value, bool)
+        elif spec.kind == "cels":
+            good = isinstance(value, str | bool) or (
+                isinstance(value, list) and bool(value)
+                and all(isinstance(v, str | bool) for v in value))
         else:
             good = isinstance(value, str)
         if not good:
@@ -248,6 +256,19 @@ class _Checker:
             base = ("findings", fid)
             for key in ("title", "summary"):
                 self.templates(finding.get(key), (*base, key))
+            requires = finding.get("requires")
+            if isinstance(requires, list):
+                for i, alternative in enumerate(requires):
+                    self.condition(alternative, (*base, "requires", i))
+            else:
+                self.condition(requires, (*base, "requires"))
+            for i, rule in enumerate(_list(finding.get("ruled_out_by"))):
+                if isinstance(rule, dict):
+                    self.condition(rule.get("when"), (*base, "ruled_out_by", i, "when"))
+                    self.templates(rule.get("because"), (*base, "ruled_out_by", i, "because"))
+                    for j, cite in enumerate(_list(rule.get("cite"))):
+                        if isinstance(cite, str):
+                            self.fact_path(cite, (*base, "ruled_out_by", i, "cite", j))
             fix = finding.get("fix")
             if isinstance(fix, dict):
                 self.templates(fix.get("summary"), (*base, "fix", "summary"))
@@ -333,7 +354,7 @@ def _build(data: dict[str, Any], conditions: dict[YamlPath, Condition], file: st
             ask = Ask(_s(a["question"]), choices, _s(a.get("help")))
         steps[sid] = Step(sid, _s(raw["prompt"]), _s(raw.get("help")), tuple(raw.get("needs", ())),
                           branches, otherwise, ask)
-    findings = {fid: _finding(fid, f, data["id"])
+    findings = {fid: _finding(fid, f, data["id"], conditions)
                 for fid, f in (data.get("findings") or {}).items()}
     routes = tuple(Route(conditions[("routes", i, "when")], r.get("priority", 0),
                          _s(r.get("because")))
@@ -346,10 +367,21 @@ def _build(data: dict[str, Any], conditions: dict[YamlPath, Condition], file: st
     return playbook, sites
 
 
-def _finding(fid: str, raw: dict[str, Any], playbook: str) -> FindingSpec:
+def _finding(fid: str, raw: dict[str, Any], playbook: str,
+             conditions: dict[YamlPath, Condition]) -> FindingSpec:
     fix = FixSpec(_s(raw["fix"]["summary"]), tuple(_s(c) for c in raw["fix"].get("commands", ())))
+    base: YamlPath = ("findings", fid)
+    rules = tuple(RuleOut(conditions[(*base, "ruled_out_by", i, "when")], _s(r["because"]),
+                          tuple(r.get("cite", ())))
+                  for i, r in enumerate(raw.get("ruled_out_by", ())))
+    requires = raw.get("requires")
+    alternatives = ((conditions[(*base, "requires", i)] for i in range(len(requires)))
+                    if isinstance(requires, list) else
+                    (conditions[(*base, "requires")],) if requires is not None else ())
     return FindingSpec(fid, raw["severity"], _s(raw["title"]), _s(raw["summary"]), fix,
-                       tuple(raw.get("references", ())), playbook)
+                       tuple(raw.get("references", ())), playbook,
+                       requires=tuple(alternatives), ruled_out_by=rules,
+                       propose=bool(raw.get("propose", True)))
 
 
 def _s(value: Any) -> str:

@@ -109,6 +109,13 @@ def _check_one(pid: str, pf: ParsedFile, books: Mapping[str, ParsedFile],
                    did_you_mean(book.start, book.steps))
     for path, target in pf.sites:
         if target.conclude:
+            if target.raw in all_findings and len(path) > 1 and path[-2] == "otherwise":
+                spec = _playbook(books[all_findings[target.raw]]).findings[target.raw]
+                if not spec.requires or any(c.source.strip() == "true" for c in spec.requires):
+                    blame_here(path, f"'otherwise' concludes '{target.raw}' without evidence: "
+                               "that finding declares no 'requires'",
+                               "give the finding a 'requires' condition (the evidence it "
+                               "needs), or make 'otherwise' go to a step that checks it")
             if target.raw not in all_findings:
                 override = _override_defining_finding(target.raw, books, shipped)
                 if book.shipped and override:

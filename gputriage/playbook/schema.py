@@ -85,6 +85,11 @@ def _property(key: str, spec: KeySpec) -> dict[str, Any]:
             out["const"] = FORMAT_VERSION
     elif kind == "cel":
         out["type"] = ["string", "boolean"]
+    elif kind == "boolean":
+        out["type"] = "boolean"
+    elif kind == "cels":
+        out["anyOf"] = [{"type": ["string", "boolean"]},
+                        {"type": "array", "items": {"type": "string"}, "minItems": 1}]
     else:
         out["type"] = "string"
         if spec.required:

@@ -61,6 +61,10 @@ def build_summary(
         },
         "verdict": _verdict(transcript),
         "findings": [f.to_dict() for f in transcript.findings],
+        "differential": {
+            "consistent": [a.to_dict() for a in transcript.consistent],
+            "ruled_out": [a.to_dict() for a in transcript.ruled_out],
+        },
         "walk": [_visit(v) for v in transcript.visits],
         "question": _question(transcript),
         "notes": [{"time": n.iso, "step": n.step, "text": n.text} for n in notes],
@@ -78,14 +82,14 @@ def build_summary(
 
 
 def _verdict(tr: Transcript) -> dict[str, Any]:
-    if tr.question is not None:
+    if tr.question is not None and (not tr.findings or tr.undetermined):
         return {"status": "waiting", "headline": f"waiting for an answer: {tr.question.prompt}"}
     if not tr.findings:
         return {"status": "undetermined", "headline": "the walk reached no conclusion"}
     first = tr.findings[0]
     status = "undetermined" if tr.undetermined else "finding"
     return {"status": status, "headline": first.title, "finding": first.id,
-            "severity": first.severity}
+            "severity": first.severity, "confidence": tr.confidence}
 
 
 def _visit(v: Visit) -> dict[str, Any]:

@@ -38,10 +38,11 @@ EXPECTED: dict[str, tuple[str, str]] = {
         "container's own log says 'unresolvable CDI devices management.nvidia.com/gpu=all' "
         "(container_log.cdi_unresolvable), which is exactly a CDI device no spec defines"),
     "create-013": (
-        "undetermined",
+        "create.admission-before-plugin-registered",
         "root cause: pods re-admitted after a reboot before the plugin re-registered; the case "
-        "quotes only 'no healthy devices present', which all-unhealthy devices produce too, and "
-        "no node, plugin or kubelet evidence to tell them apart"),
+        "quotes only 'no healthy devices present', which all-unhealthy devices produce too: the "
+        "mechanism is concluded with its most common cause (confidence: likely), and the "
+        "summary says what tells the causes apart"),
     "create-019": (
         "create.nvml-device-cgroup-reset",
         "NVIDIA notice #48: daemon-reload with the systemd cgroup driver resets the device "

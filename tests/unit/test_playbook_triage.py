@@ -122,7 +122,8 @@ def test_unscheduled_pending_pod_goes_to_pending(books: PlaybookSet) -> None:
     # With only the pod object, the pending family says what it needs to decide.
     (finding,) = t.findings
     assert finding.id == UNDETERMINED and finding.undetermined
-    assert [c.split(":")[0] for c in finding.collect_next] == ["cluster", "device_plugin"]
+    assert [c.split(":")[0] for c in finding.collect_next] == [
+        "cluster", "device_plugin", "node"]
 
 
 def test_admission_rejected_pod_from_a_real_case(books: PlaybookSet, corpus_dir: Path) -> None:
@@ -286,11 +287,24 @@ def _with_dra(facts: FactSet, uses_dra: bool) -> FactSet:
 def test_pod_without_gpu_request(books: PlaybookSet) -> None:
     no_gpu = {"containers": [{"name": "main", "image": "pytorch",
                               "resources": {"limits": {"memory": "8Gi"}}}]}
-    facts = pod_facts(spec=no_gpu)
+    # No GPU asked for is only a verdict when the failure is a container that sees no GPU.
+    no_device = decode(Key.CONTAINER_LOG, b"RuntimeError: CUDA error: no CUDA-capable device "
+                       b"is detected\n", source="bundle/container.log")
+    facts = pod_facts(spec=no_gpu, extra=(no_device,))
     t = router(books, _with_dra(facts, False))
     assert [f.id for f in t.findings] == ["triage.no-gpu-requested"]
     t = router(books, _with_dra(facts, True))
     assert t.visits[0].outcome is Outcome.OTHERWISE
+    assert t.visits[0].target == "triage/phase"
+    # Without that failure, the walk reads the pod's status instead of blaming the spec.
+    t = router(books, _with_dra(pod_facts(spec=no_gpu), False))
+    assert t.visits[0].target == "triage/phase"
+    assert "triage.no-gpu-requested" not in [f.id for f in t.findings]
+    # A pod of the GPU stack requests no GPU but runs with the NVIDIA runtime: GPU-involved.
+    stack = {**no_gpu, "runtimeClassName": "nvidia"}
+    facts = pod_facts(spec=stack, extra=(no_device,))
+    assert facts["pod"].values["gpu_involved"]
+    t = router(books, _with_dra(facts, False))
     assert t.visits[0].target == "triage/phase"
     # A pod without a GPU limit whose log asks for CDI devices is a GPU pod all the same.
     cdi = decode(Key.CONTAINER_LOG_PREVIOUS,
@@ -307,9 +321,9 @@ def test_pod_facts_unknown_is_undetermined(books: PlaybookSet) -> None:
                                           "pods \"trainer-0\" is forbidden", pod.values)
     t = router(books, FactSet(facts.target, {**facts.groups, "pod": unknown_pod}))
     assert t.undetermined
-    # The pod first (the branch that stopped the walk), then the skipped owner_events branch.
+    # The router reads the failure before the spec: the walk stops at the first step that
+    # cannot go on without the pod object, and says to collect it.
     assert t.findings[0].collect_next[0] == (
         "pod: the pod object (kubectl get pod -o json): forbidden: pods \"trainer-0\" is "
         "forbidden")
-    assert [c.split(":")[0] for c in t.findings[0].collect_next] == ["pod", "owner_events"]
-    assert t.visits[0].step == "gpu-request" and t.visits[0].outcome is Outcome.UNKNOWN
+    assert t.visits[-1].outcome is Outcome.UNKNOWN
