@@ -128,6 +128,9 @@ async def test_the_differential_sits_beside_the_verdict(bundle: Path, walker: Ha
         await pilot.press("enter", "enter")
         await pilot.pause()
         text = screen_text(app)
+        await pilot.press("z")  # the verdict on the whole screen
+        await pilot.pause()
+        text = screen_text(app)
         assert "Confidence likely" in text
         assert "Also consistent (1)  x shows their evidence" in text
         assert "pending.taint-repels  A taint repels the pod  [possible]" in text
@@ -149,7 +152,7 @@ async def test_80x24_shows_verdict_fix_commands_and_keys(app: TriageApp) -> None
         await pilot.press("enter", "enter")
         await pilot.pause()
         text = screen_text(app)
-        assert "Verdict" in text and "pending.insufficient-gpu" in text
+        assert "Verdict" in text and "HIGH   No schedulable node has 2 free" in text
         fix = box_text(text, "Fix")
         for command in INSUFFICIENT.fix.commands:  # wrapped to the panel, but all there
             assert f"$ {command}" in fix
