@@ -194,3 +194,14 @@ async def test_the_first_frame_has_the_pod_header_and_the_verdict_skeleton(
         assert "Verdict  ·  not yet" in text or "Step 1 of" in text
         await settle(pilot, app)
         assert app.triage.query(EvidenceTabs)  # the tabs came lazily, after that frame
+
+
+async def test_help_at_80x24_lists_the_keys_and_scrolls(app: TriageApp) -> None:
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = screen_text(app)
+        for keys in ("enter    Follow", "1-9      Tabs", "v        View", "f        Fix"):
+            assert keys in text
+        assert "esc Close" in text.splitlines()[-1]

@@ -64,8 +64,13 @@ FEATURES: dict[str, tuple[list[str], Callable[[Pilot[Any]], Awaitable[None]], bo
 }
 
 
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("feature", FEATURES)
+#: The help dialog at 80x24 leaves two columns of the triage screen visible at its sides, and
+#: there the events table's column widths vary from run to run (DataTable sizes columns as
+#: rows land): its 80x24 look is covered by a Pilot test instead.
+CASES = [(f, s) for f in FEATURES for s in SIZES if (f, s) != ("help", "80x24")]
+
+
+@pytest.mark.parametrize(("feature", "size"), CASES)
 def test_screen(snap_compare: Any, tmp_path: Path, feature: str, size: str) -> None:
     press, before, differential = FEATURES[feature]
     assert snap_compare(app_for(tmp_path, differential), press=press,
