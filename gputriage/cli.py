@@ -12,9 +12,11 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from gputriage import __version__
 from gputriage.errors import GputriageError
+from gputriage.textsafe import funnelled_stdio
 
 #: Subcommand name -> module. ``triage`` is the default when the first word is not a command.
 COMMANDS: dict[str, str] = {
@@ -88,6 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(args._module)
+    with funnelled_stdio():  # nothing printed can drive the terminal or leak a secret
+        return _run(module, args)
+
+
+def _run(module: Any, args: argparse.Namespace) -> int:
     try:
         return int(module.run(args))
     except GputriageError as exc:

@@ -52,7 +52,12 @@ def run_headless(args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="playbooks") as pool:
         loading = pool.submit(load_playbooks, dirs)
         session = open_session(args)
-        evidence = session.collect_all()
+        try:
+            evidence = session.collect_all()
+        finally:  # end any call still reading (a source past its deadline): exit promptly
+            close = getattr(session, "close", None)
+            if callable(close):
+                close()
         playbooks = loading.result()
     for problem in playbooks.problems:
         print(f"gputriage: warning: skipped playbook: {problem}", file=sys.stderr)
@@ -62,7 +67,7 @@ def run_headless(args: argparse.Namespace) -> int:
 
     text = render(args.report, session.description, session.context, evidence, facts,
                   transcript, notes)
-    if getattr(args, "output", None):
+    if getattr(args, "output", None) not in (None, "", "-"):  # "-": stdout
         path = atomic_write(args.output, text)
         print(f"gputriage: wrote {path}", file=sys.stderr)
     else:

@@ -72,10 +72,43 @@ class BundleSession:
 
 
 def open_session(args: argparse.Namespace) -> Session:
-    """The session the command line asks for: ``--from DIR`` or the live cluster."""
+    """The session the command line asks for: ``--from DIR`` or the live cluster.
+
+    With ``--from``, a pod name or namespace given on the command line must be the bundle's:
+    replaying another pod's evidence under this one's name would be a wrong report.
+    """
     bundle = getattr(args, "from_bundle", None)
     if bundle:
-        return BundleSession(Path(bundle))
+        session = BundleSession(Path(bundle))
+        check_bundle_target(session.collect_all(), getattr(args, "pod", None),
+                            getattr(args, "namespace", None), Path(bundle))
+        return session
     from gputriage.evidence.live import LiveSession
 
     return LiveSession.from_args(args)
+
+
+def check_bundle_target(evidence: EvidenceSet, pod: str | None, namespace: str | None,
+                        path: Path) -> None:
+    """Raise when ``pod``/``namespace`` (as typed) name another pod than the bundle holds."""
+    from gputriage.errors import GputriageError
+    from gputriage.facts.build import target_of
+
+    held = target_of(evidence)
+    if not held.pod:  # no pod.json (a rejected owner): nothing to compare with
+        return
+    name = "" if _is_kind_ref(pod or "") else (pod or "").rpartition("/")[2]
+    wrong_pod = bool(name) and name != held.pod
+    wrong_ns = bool(namespace) and namespace != held.namespace
+    if wrong_pod or wrong_ns:
+        asked = f"{namespace or held.namespace}/{name or held.pod}"
+        raise GputriageError(
+            f"the bundle {path.name} holds pod {held.namespace}/{held.pod}, not {asked}. Run "
+            f"`gputriage {held.pod} -n {held.namespace} --from {path}`, or point --from at "
+            "the bundle collected for that pod.", title="pod not in bundle")
+
+
+def _is_kind_ref(pod: str) -> bool:
+    """``job/trainer`` names an owner, not a pod: the bundle's pod may be any of its pods."""
+    kind = pod.partition("/")[0].lower() if "/" in pod else ""
+    return bool(kind) and kind not in ("pod", "pods", "po")

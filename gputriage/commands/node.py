@@ -194,7 +194,7 @@ def run_headless(args: argparse.Namespace) -> int:
     text = render(args.report, session.description, session.context, evidence, facts,
                   transcript, notes)
     text = with_inventory(args.report, text, evidence, facts)
-    if args.output:
+    if args.output and args.output != "-":  # "-": stdout
         print(f"gputriage: wrote {atomic_write(args.output, text)}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -45,8 +45,10 @@ def add_playbook_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_report_arguments(p: argparse.ArgumentParser) -> None:
     """``--report``, ``-o``, ``--answer``, ``--override``: the headless walk."""
-    p.add_argument("--report", choices=["md", "json"],
-                   help="no TUI: walk the playbooks and print the incident summary")
+    p.add_argument("--report", choices=["md", "text", "json"],
+                   help="no TUI: walk the playbooks and print the incident summary (md: "
+                        "Markdown for tickets; text: plain, for chat and fields that do not "
+                        "render Markdown; json: for bots)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="with --report: write the summary to FILE (atomically) instead of stdout")
     p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",

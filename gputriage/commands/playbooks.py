@@ -99,6 +99,7 @@ def _listing(playbooks: PlaybookSet) -> str:
 
 def explain(playbooks: PlaybookSet, playbook_id: str) -> str:
     """The tree of one playbook in words: routes, steps with their branches, findings."""
+    from gputriage.playbook.fix_render import doc_line
     from gputriage.playbook.problems import did_you_mean
 
     book = playbooks.get(playbook_id)
@@ -124,7 +125,7 @@ def explain(playbooks: PlaybookSet, playbook_id: str) -> str:
         for spec in book.findings.values():
             out.append(f"  {spec.id} [{spec.severity}] {spec.title}")
             out.append(f"    fix: {spec.fix.summary}")
-            out += [f"      $ {c}" for c in spec.fix.commands]
+            out += [f"      $ {doc_line(c, raw=True)}" for c in spec.fix.commands]
     return "\n".join(out) + "\n"
 
 

@@ -114,7 +114,7 @@ def run_headless(args: argparse.Namespace, client: KubeClient, scope: Scope) -> 
     fleet, listings = collect(client, scope)
     report = build_report(fleet, listings, scope, context=client.config.context)
     text = render_json(report) if args.report == "json" else render_markdown(report)
-    if args.output:
+    if args.output and args.output != "-":  # "-": stdout
         print(f"gputriage: wrote {atomic_write(args.output, text)}", file=sys.stderr)
     else:
         sys.stdout.write(text)

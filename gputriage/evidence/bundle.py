@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,9 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _read_meta(root: Path) -> dict[str, Any]:
     try:
-        data = json.loads((root / META_FILE).read_text(encoding="utf-8"))
+        fd, _ = open_regular(root / META_FILE)
+        with os.fdopen(fd, "rb") as fh:
+            data = json.loads(fh.read(MAX_TEXT_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -102,7 +105,7 @@ def _read_key(root: Path, key: Key, names: tuple[str, ...], meta: dict[str, Any]
     recorded = sources.get(key.value) if isinstance(sources, dict) else None
     for name in names:
         file = root / name
-        if file.exists():
+        if file.exists() or file.is_symlink():
             ev = read_file(key, file, source=f"{root.name}/{name}")
             return ev if _complete(meta, recorded) else replace(ev, complete=False)
     if isinstance(recorded, dict) and recorded.get("status") in Status._value2member_map_:
@@ -129,19 +132,61 @@ def _complete(meta: dict[str, Any], recorded: Any) -> bool:
 
 
 def read_file(key: Key, file: Path, *, source: str) -> Evidence:
-    """Read one bundle file into an Evidence; bad content becomes a status, never an exception."""
+    """Read one bundle file into an Evidence; bad content becomes a status, never an exception.
+
+    Only regular files inside the bundle are read: a FIFO (which would block ``open`` forever),
+    a device, a socket, a directory, or a symbolic link leading out of the bundle (to
+    ``/etc/shadow`` or a home file) is refused with a named reason."""
     limit = MAX_STRUCTURED_BYTES if key in EXPECTED_KIND else MAX_TEXT_BYTES
     try:
-        size = file.stat().st_size
-        with file.open("rb") as fh:
+        fd, size = open_regular(file)
+    except RefusedFile as exc:
+        return Evidence(key, Status.ERROR, f"not read: {source} {exc}", "", source)
+    except OSError as exc:
+        status = Status.FORBIDDEN if isinstance(exc, PermissionError) else Status.ERROR
+        return Evidence(key, status, f"cannot read {source}: {exc.strerror or exc}", "", source)
+    try:
+        with os.fdopen(fd, "rb") as fh:
             truncated = size > limit
             if truncated:
                 fh.seek(size - limit)
             blob = fh.read(limit)
     except OSError as exc:
-        status = Status.FORBIDDEN if isinstance(exc, PermissionError) else Status.ERROR
-        return Evidence(key, status, f"cannot read {source}: {exc.strerror or exc}", "", source)
+        return Evidence(key, Status.ERROR, f"cannot read {source}: {exc.strerror or exc}", "",
+                        source)
     return decode(key, blob, source=source, truncated_from=size if truncated else 0)
+
+
+class RefusedFile(OSError):
+    """A bundle entry that is not a regular file inside the bundle; the message says what."""
+
+
+_KINDS = ((stat.S_ISFIFO, "is a named pipe (FIFO)"), (stat.S_ISCHR, "is a character device"),
+          (stat.S_ISBLK, "is a block device"), (stat.S_ISSOCK, "is a socket"),
+          (stat.S_ISDIR, "is a directory"))
+
+
+def open_regular(file: Path, root: Path | None = None) -> tuple[int, int]:
+    """(fd, size) of ``file`` opened read-only, when it is a regular file inside ``root``
+    (default: its directory); else :class:`RefusedFile`. The open never blocks (O_NONBLOCK,
+    so a FIFO cannot hang it) and the kind is checked on the opened descriptor."""
+    root = (root or file.parent).resolve()
+    if file.is_symlink():
+        target = file.resolve()
+        if not target.is_relative_to(root):
+            raise RefusedFile(f"is a symbolic link to {target}, outside the bundle")
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = next((words for test, words in _KINDS if test(info.st_mode)),
+                        "is not a regular file")
+            raise RefusedFile(f"{what}: only regular files are read")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
 
 
 def decode(key: Key, blob: bytes, *, source: str, truncated_from: int = 0) -> Evidence:

@@ -16,7 +16,9 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,6 +30,15 @@ from gputriage.evidence.kube_errors import Reply, describe_exception
 
 #: Items per page when listing (nodes, pods on a node, events).
 PAGE_SIZE = 500
+#: Bounds on what one API answer, and one paginated list, may cost us. A reply larger than
+#: :data:`MAX_RESPONSE_BYTES` is not read further (a 100 MB event list took 1.46 GB decoded);
+#: a list stops after :data:`MAX_PAGES` pages or :data:`MAX_LIST_BYTES` bytes (a server whose
+#: ``continue`` never ends), each with a named reason. Every reply must also finish within the
+#: call's timeout as a whole (a chunked body that never ends), and a list within its deadline.
+MAX_RESPONSE_BYTES = 64 << 20
+MAX_LIST_BYTES = 1 << 30
+MAX_PAGES = 1000
+_READ_CHUNK = 1 << 16
 
 #: Where a pod's service account credentials and namespace are mounted.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -58,7 +69,10 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Ku
             return _in_cluster_config()
         raise GputriageError(
             f"no kubeconfig at {', '.join(paths) or files}. Pass --kubeconfig FILE, set "
-            "KUBECONFIG, or run gputriage inside a pod with a service account.",
+            "KUBECONFIG, or run gputriage inside a pod with a service account. Without a "
+            "cluster: `gputriage demo` shows the built-in scenarios, and `gputriage POD --from "
+            "DIR` replays an evidence bundle (one `gputriage collect` wrote, or files pasted "
+            "by hand).",
             title="no kubeconfig")
     joined = os.pathsep.join(existing)
     with _client_errors() as notes:
@@ -178,12 +192,25 @@ class KubeClient:
         self._api.user_agent = f"gputriage/{__version__}"
         # Serialising a request may refresh credentials (exec plugin, OIDC): one at a time.
         self._auth_lock = threading.Lock()
+        self.max_response_bytes = MAX_RESPONSE_BYTES
+        self.max_list_bytes = MAX_LIST_BYTES
+        self.max_pages = MAX_PAGES
+        #: How long one paginated list may take in all (default: three timeouts).
+        self.list_deadline = 3 * timeout
+        self._closed = threading.Event()
+        self._inflight: set[Any] = set()
+        self._inflight_lock = threading.Lock()
 
     def get(self, path: str, query: Mapping[str, object] | None = None, *, max_bytes: int = 0,
             timeout: float = 0.0) -> Reply:
-        """GET ``path``; read at most ``max_bytes`` of the body when given."""
+        """GET ``path``; read at most ``max_bytes`` of the body when given (the rest is cut,
+        ``truncated``), else at most :data:`MAX_RESPONSE_BYTES` (over it: an error). The whole
+        answer, body included, must arrive within ``timeout``; :meth:`close` ends it early."""
         words = shown(path, query)
         budget = timeout or self.timeout
+        deadline = time.monotonic() + budget
+        if self._closed.is_set():
+            return Reply(0, b"", words, "the client was closed", timeout_s=budget)
         params = [(k, "true" if v is True else str(v)) for k, v in (query or {}).items()]
         try:
             with self._auth_lock:
@@ -196,20 +223,57 @@ class KubeClient:
         except Exception as exc:  # urllib3, TLS, auth plugin: all mean "no answer"
             text, timed_out = describe_exception(exc)
             return Reply(0, b"", words, text, timed_out, timeout_s=budget)
-        truncated = False
-        try:
-            data = response.read(max_bytes + 1) if max_bytes else response.read()
-            if max_bytes and len(data) > max_bytes:
-                data, truncated = data[:max_bytes], True
-        except Exception as exc:
-            text, timed_out = describe_exception(exc)
+        cap = max_bytes or self.max_response_bytes
+        chunks: list[bytes] = []
+        size = 0
+        problem = ""
+        with self._track(response):
+            try:
+                while size <= cap:
+                    if self._closed.is_set():
+                        problem = "the client was closed while the reply was being read"
+                        break
+                    if time.monotonic() > deadline:
+                        problem = "timeout"
+                        break
+                    chunk = response.read1(min(_READ_CHUNK, cap + 1 - size))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+            except Exception as exc:
+                text, timed_out = describe_exception(exc)
+                response.close()
+                if self._closed.is_set():
+                    text, timed_out = "the client was closed while the reply was being read", False
+                return Reply(0, b"", words, text, timed_out, timeout_s=budget)
+        data = b"".join(chunks)
+        if problem:
             response.close()
-            return Reply(0, b"", words, text, timed_out, timeout_s=budget)
+            if problem == "timeout":
+                return Reply(0, b"", words, f"the reply did not finish within {budget:g} s "
+                             f"({size:,} bytes read)", True, timeout_s=budget)
+            return Reply(0, b"", words, problem, timeout_s=budget)
+        truncated = len(data) > cap
         if truncated:
             response.close()  # do not drain a huge body just to reuse the connection
+            data = data[:cap]
+            if not max_bytes:
+                return Reply(0, b"", words, f"the reply is larger than {cap >> 20} MiB: not read "
+                             "further", truncated=True, timeout_s=budget)
         else:
             response.release_conn()
         return Reply(int(response.status), data, words, truncated=truncated, timeout_s=budget)
+
+    @contextlib.contextmanager
+    def _track(self, response: Any) -> Iterator[None]:
+        with self._inflight_lock:
+            self._inflight.add(response)
+        try:
+            yield
+        finally:
+            with self._inflight_lock:
+                self._inflight.discard(response)
 
     def watch(self, path: str, query: Mapping[str, object], *, seconds: int
               ) -> Iterator[dict[str, Any]]:
@@ -251,11 +315,28 @@ class KubeClient:
         token = ""
         merged: dict[str, Any] = {}
         restarted = False
+        deadline = time.monotonic() + self.list_deadline
+        pages = total = 0
         while True:
             page = {**(query or {}), "limit": page_size}
             if token:
                 page["continue"] = token
-            reply = self.get(path, page)
+            left = deadline - time.monotonic()
+            stop = ""
+            if pages >= self.max_pages:
+                stop = (f"the list did not end after {pages:,} pages of {page_size} (the API "
+                        "server keeps answering with a continue token): not read further")
+            elif total > self.max_list_bytes:
+                stop = (f"the list is larger than {self.max_list_bytes >> 20} MiB after "
+                        f"{pages:,} pages: not read further")
+            elif left <= 0:
+                return Reply(0, b"", shown(path, query), timed_out=True,
+                             timeout_s=self.list_deadline), None
+            if stop:
+                return Reply(0, b"", shown(path, query), stop, truncated=True), None
+            reply = self.get(path, page, timeout=min(self.timeout, left))
+            pages += 1
+            total += len(reply.body)
             if reply.status == 410 and token and not restarted:
                 # The continue token expired (the list changed too much): start over once.
                 items, token, restarted = [], "", True
@@ -280,5 +361,15 @@ class KubeClient:
         return replace(reply, shown=shown(path, query)), merged
 
     def close(self) -> None:
+        """End every call now: replies being read are cut (their sockets shut down, so a
+        thread blocked on one wakes at once), lists stop, later calls answer "closed"."""
+        self._closed.set()
+        with self._inflight_lock:
+            inflight = list(self._inflight)
+        for response in inflight:
+            with contextlib.suppress(Exception):
+                sock = getattr(getattr(response, "connection", None), "sock", None)
+                if sock is not None:
+                    sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             self._api.close()

@@ -104,6 +104,8 @@ def failure_status(reply: Reply) -> tuple[Status, str]:
     if reply.timed_out:
         return Status.TIMEOUT, (f"the API server did not answer within {reply.timeout_s:g} s "
                                 f"({reply.shown})")
+    if reply.status == 0 and reply.truncated:  # a reply or a list over its bounds
+        return Status.ERROR, f"{reply.error} ({reply.shown})"
     if reply.status == 0:
         return Status.ERROR, f"cannot reach the API server: {reply.error} ({reply.shown})"
     if reply.status == 401:

@@ -124,8 +124,11 @@ class LineRef:
 
     def __post_init__(self) -> None:
         # A compact 40 MB JSON file is one line: a citation shows where, not the whole file.
+        # Redact the whole line before the cut, so a cut can never expose part of a secret.
         if len(self.text) > MAX_CITE_CHARS:
-            object.__setattr__(self, "text", self.text[:MAX_CITE_CHARS] + " …(cut)")
+            from gputriage.textsafe import clean
+
+            object.__setattr__(self, "text", clean(self.text, MAX_CITE_CHARS))
 
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.line else self.source

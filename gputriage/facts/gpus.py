@@ -32,7 +32,8 @@ from gputriage.parsers.nvidia_smi_values import normalize_pci
 MAX_CITES = 50
 
 _GPU_DOC = (
-    "{index, uuid, pci (0000:3B:00.0), pci_slot (0000:3B:00, the form Xid lines use), name, "
+    "{index, uuid, serial (board serial, for an RMA), pci (0000:3B:00.0), pci_slot "
+    "(0000:3B:00, the form Xid lines use), name, "
     "memory_total_mib, memory_used_mib, ecc_mode, ecc_volatile_sbe, ecc_volatile_dbe, "
     "ecc_aggregate_sbe, ecc_aggregate_dbe, retired_pages_sbe, retired_pages_dbe, "
     "retired_pages_pending, remapped_rows_correctable, remapped_rows_uncorrectable, "
@@ -202,6 +203,7 @@ def _gpu(g: GpuRecord) -> dict[str, Any]:
     return {
         "index": g.index,
         "uuid": g.uuid,
+        "serial": g.serial,
         "pci": g.pci_bus_id,
         "pci_slot": g.pci_bus_id.rsplit(".", 1)[0] if "." in g.pci_bus_id else g.pci_bus_id,
         "name": g.name,

@@ -7,6 +7,7 @@ from pasted ``kubectl describe pod`` text; both have the same shape, so one buil
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, LineRef
@@ -37,6 +38,7 @@ from gputriage.facts.model import (
     unknown_from,
 )
 from gputriage.parsers.quantity import to_bytes, to_millis
+from gputriage.textsafe import clean
 
 SPEC = GroupSpec(
     name="pod",
@@ -157,7 +159,9 @@ def _facts(ev: Evidence, pod: dict[str, Any]) -> FactGroup:
 
     def cite(name: str, ref: LineRef) -> None:
         if ref.line:
-            cites.setdefault(name, []).append(ref)
+            # A compact pod.json is one line holding every env value: the cited text is
+            # redacted here, at the fact level, so no path (TUI, export) can show a secret.
+            cites.setdefault(name, []).append(replace(ref, text=clean(ref.text)))
 
     conditions = [{"type": text(c.get("type")), "status": text(c.get("status")),
                    "reason": text(c.get("reason")), "message": text(c.get("message"))}

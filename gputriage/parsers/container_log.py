@@ -57,9 +57,13 @@ SIGNATURES: tuple[Signature, ...] = (
          r"|NCCL WARN Error while creating shared memory segment"),
     _sig("nccl_system_error", "NCCL reported an unhandled system error (often /dev/shm; rerun "
          "with NCCL_DEBUG=INFO)", r"unhandled system error"),
+    _sig("cuda_launch_failure", "a CUDA kernel launch failed (unspecified launch failure): "
+         "a GPU fault (check the node's kernel log for an Xid) or an application bug",
+         r"CUDA error: unspecified launch failure|cudaErrorLaunchFailure"
+         r"|CUDA_ERROR_LAUNCH_FAILED"),
     _sig("nccl_timeout", "a NCCL collective timed out (the watchdog killed the process group)",
          r"Watchdog caught collective operation timeout|watchdog thread terminated with "
-         r"exception|NCCL (?:communicator|operation) (?:was aborted|timed out)"),
+         r"exception(?!: CUDA error)|NCCL (?:communicator|operation) (?:was aborted|timed out)"),
     _sig("shm_bus_error", "a process died with SIGBUS, typically shared memory (/dev/shm) full",
          r"\bBus error\b|bus error encountered in worker|insufficient shared memory \(shm\)"),
     _sig("dataloader_killed", "a PyTorch DataLoader worker was SIGKILLed, usually by the "

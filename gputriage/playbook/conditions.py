@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import enum
 import re
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +65,81 @@ _OPERATORS = frozenset({"&&", "||", "==", "!=", "<=", ">=", "<", ">", "+", "-", 
                         "!", "?"})
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*)")
+
+#: The run-time budget. CEL (this library) has no evaluation limit, and a condition inside
+#: every load-time limit still multiplies list sizes it cannot know at load (700 Xids iterated
+#: inside 700 Xids, each through a ``filter`` that copies the list, ran for minutes). Before a
+#: condition runs, its cost is estimated from the real sizes of the lists it iterates: each
+#: macro costs the product of the sizes of the lists around it, times a weight (``filter`` and
+#: ``map`` build a new list: about 20 times an ``all``/``exists`` step, measured). Over
+#: budget, the condition is UNKNOWN with the reason, never run. Units are about 2 us here.
+MAX_CONDITION_COST = 1_000_000
+MAX_WALK_COST = 5_000_000
+#: Wall-clock budget of one walk's conditions; checked before each one runs.
+MAX_WALK_SECONDS = 10.0
+_MACRO_WEIGHT = {"filter": 20, "map": 20, "transformList": 20, "transformMap": 20}
+
+
+@dataclass(frozen=True)
+class Macro:
+    """A macro call in a condition: the list it iterates and the macros it sits inside."""
+
+    name: str
+    range: str  # dotted path iterated ("kernel.xids"), "" when not a plain path
+    outer: tuple[int, ...]  # indexes of the enclosing macros (their bodies hold this one)
+
+
+@dataclass
+class Budget:
+    """The run-time cost budget of one walk over one facts snapshot (see
+    :data:`MAX_CONDITION_COST`)."""
+
+    variables: Mapping[str, Any]
+    per_condition: int = MAX_CONDITION_COST
+    per_walk: int = MAX_WALK_COST
+    seconds: float = MAX_WALK_SECONDS
+    spent: int = 0
+    started: float = field(default_factory=time.monotonic)
+    _sizes: dict[str, int] = field(default_factory=dict)
+    _largest: int = -1
+
+    def size(self, path: str) -> int:
+        """Items in the list at ``path``; the largest list anywhere when it is not a fact
+        path (a macro variable's field, a call's result)."""
+        if path in self._sizes:
+            return self._sizes[path]
+        value: Any = self.variables
+        for part in path.split(".") if path else ["\0"]:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        n = len(value) if isinstance(value, list | dict | str) else self.largest()
+        self._sizes[path] = n
+        return n
+
+    def largest(self) -> int:
+        if self._largest < 0:
+            self._largest = max(_list_sizes(self.variables), default=0)
+        return self._largest
+
+    def cost(self, macros: tuple[Macro, ...]) -> int:
+        total = 0
+        for m in macros:
+            n = self.size(m.range) * _MACRO_WEIGHT.get(m.name, 1)
+            for i in m.outer:
+                n *= max(self.size(macros[i].range), 1)
+            total += n
+        return total
+
+
+def _list_sizes(value: Any, depth: int = 0) -> Iterator[int]:
+    if depth > 6:
+        return
+    if isinstance(value, list):
+        yield len(value)
+        for v in value[:64]:
+            yield from _list_sizes(v, depth + 1)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _list_sizes(v, depth + 1)
 
 
 class Truth(enum.Enum):
@@ -131,6 +208,7 @@ class Condition:
     source: str
     refs: tuple[FactRef, ...]
     program: cel.Program = field(repr=False)
+    macros: tuple[Macro, ...] = ()
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -142,8 +220,10 @@ class Condition:
         """Fact groups whose fields (beyond ``known``/``reason``) the condition reads."""
         return tuple(dict.fromkeys(r.group for r in self.refs if r.field not in META_FIELDS))
 
-    def evaluate(self, context: cel.Context, unknown_groups: frozenset[str]) -> Evaluation:
-        """TRUE or FALSE; UNKNOWN when it reads an unknown group or fails at run time.
+    def evaluate(self, context: cel.Context, unknown_groups: frozenset[str],
+                 budget: Budget | None = None) -> Evaluation:
+        """TRUE or FALSE; UNKNOWN when it reads an unknown group, fails at run time, or would
+        exceed ``budget`` (its estimated cost, the walk's cost or time).
 
         Never raises: a CEL run-time error (a missing key, a type mismatch, a bad regex) is
         reported in ``error`` and counts as unknown.
@@ -151,6 +231,10 @@ class Condition:
         unknown = tuple(g for g in self.groups if g in unknown_groups)
         if unknown:
             return Evaluation(Truth.UNKNOWN, unknown)
+        if budget is not None:
+            over = self._over_budget(budget)
+            if over:
+                return Evaluation(Truth.UNKNOWN, (), over)
         try:
             value = self.program.execute(context)
         except Exception as exc:
@@ -161,6 +245,21 @@ class Condition:
             return Evaluation(Truth.FALSE)
         return Evaluation(Truth.UNKNOWN, (),
                           f"the condition gave {type(value).__name__} {value!r}, not a bool")
+
+
+    def _over_budget(self, budget: Budget) -> str:
+        elapsed = time.monotonic() - budget.started
+        if elapsed > budget.seconds:
+            return (f"not run: the walk's time budget ({budget.seconds:g} s) is spent "
+                    f"({elapsed:.1f} s)")
+        cost = budget.cost(self.macros) if self.macros else 0
+        if cost > budget.per_condition:
+            return (f"not run: its estimated cost ({cost:,} steps over these facts' list "
+                    f"sizes) is over the budget of {budget.per_condition:,} per condition")
+        if budget.spent + cost > budget.per_walk:
+            return (f"not run: the walk's cost budget ({budget.per_walk:,} steps) is spent")
+        budget.spent += cost
+        return ""
 
 
 def compile_condition(source: str) -> Condition:
@@ -176,7 +275,7 @@ def compile_condition(source: str) -> Condition:
     # The tokenizer is ours; CEL's own variable list keeps it honest about what is a variable.
     variables = set(program.variables())
     refs = tuple(r for r in fact_refs(text) if r.group in variables)
-    return Condition(text, refs, program)
+    return Condition(text, refs, program, macros(text))
 
 
 def check_limits(source: str) -> None:
@@ -235,8 +334,44 @@ def check_limits(source: str) -> None:
         i += 1
 
 
+def macros(source: str) -> tuple[Macro, ...]:
+    """Every macro call of ``source`` with the list it iterates and the macros around it."""
+    tokens = [(m.lastgroup or "", m.group(), m.start()) for m in _TOKEN.finditer(source)]
+    tokens = [t for t in tokens if t[0] != "space"]
+    found: list[Macro] = []
+    stack: list[int | None] = []  # per open bracket: the index of its macro, or None
+    for i, (kind, text, _) in enumerate(tokens):
+        if kind == "string":
+            continue
+        if text in _OPEN:
+            index = None
+            if (text == "(" and i >= 2 and tokens[i - 1][0] == "ident"
+                    and tokens[i - 1][1] in MACROS and tokens[i - 2][1] == "."):
+                outer = tuple(m for m in stack if m is not None)
+                found.append(Macro(tokens[i - 1][1], _macro_range(tokens, i - 2), outer))
+                index = len(found) - 1
+            stack.append(index)
+        elif text in _OPEN.values() and stack:
+            stack.pop()
+    return tuple(found)
+
+
 def _macro_range(tokens: list[tuple[str, str, int]], dot: int) -> str:
-    """The dotted path before ``tokens[dot]`` (the ``.`` of ``.all(``), or ""."""
+    """The dotted path before ``tokens[dot]`` (the ``.`` of ``.all(``), or "".
+
+    Through a chain of macros: ``kernel.xids.filter(z, p).all(`` iterates ``kernel.xids``
+    (a filter never grows the list), so nesting limits and costs see through it."""
+    if dot >= 1 and tokens[dot - 1][1] == ")":
+        depth, j = 0, dot - 1
+        while j >= 0:
+            depth += {")": 1, "(": -1}.get(tokens[j][1], 0) if tokens[j][0] == "punct" else 0
+            if depth == 0:
+                break
+            j -= 1
+        if (j >= 2 and tokens[j - 1][0] == "ident" and tokens[j - 1][1] in MACROS
+                and tokens[j - 2][1] == "."):
+            return _macro_range(tokens, j - 2)
+        return ""
     parts: list[str] = []
     j = dot - 1
     while j >= 0 and tokens[j][0] == "ident":

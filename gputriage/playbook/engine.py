@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from gputriage.evidence.model import LineRef
 from gputriage.facts.model import FactSet
-from gputriage.playbook.conditions import Condition, Evaluation, Truth, new_context
+from gputriage.playbook.conditions import Budget, Condition, Evaluation, Truth, new_context
+from gputriage.playbook.fix_render import render_command
 from gputriage.playbook.model import (
     UNDETERMINED,
     FindingSpec,
+    FixSpec,
     Playbook,
     PlaybookSet,
     Step,
@@ -72,6 +74,7 @@ class _Walker:
     warnings: list[str] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)
     cel_context: cel.Context | None = None
+    budget: Budget | None = None  # the walk's CEL run-time budget
     unknown: dict[str, str] = field(default_factory=dict)  # unknown group -> reason
     unknown_groups: frozenset[str] = frozenset()
     _sites: dict[str, str] = field(default_factory=dict)
@@ -88,6 +91,7 @@ class _Walker:
             self.unknown[group] = reason
         self.unknown_groups = frozenset(self.unknown)
         self.cel_context = new_context(self.context)
+        self.budget = Budget(self.context)
         self._check_refs()
         start, entry_reason = self._entry(entry)
         if start is None:
@@ -126,8 +130,8 @@ class _Walker:
                     self._unproposable.add(spec.id)
                 alt = Alternative(
                     spec.id, self._text(spec.title), spec.severity, "possible",
-                    f"its evidence holds: {' '.join(held.source.split())}",
-                    self._citations(held, ()), self._site(spec.id))
+                    "the evidence it requires holds", self._citations(held, ()),
+                    self._site(spec.id), " ".join(held.source.split()))
                 consistent.append((-len(set(held.paths)), order, alt))
         consistent.sort(key=lambda t: (t[0], t[1]))
         ranked = [alt for _, _, alt in consistent]
@@ -187,7 +191,8 @@ class _Walker:
             if result.truth is Truth.TRUE:
                 return Alternative(spec.id, self._text(spec.title), spec.severity, "",
                                    self._text(rule.because),
-                                   self._citations(rule.when, rule.cite), self._site(spec.id))
+                                   self._citations(rule.when, rule.cite), self._site(spec.id),
+                                   " ".join(rule.when.source.split()))
         return None
 
     def _propose_from(self, ranked: list[Alternative]) -> Finding | None:
@@ -369,7 +374,7 @@ class _Walker:
 
     def _evaluate(self, condition: Condition, where: str) -> Evaluation:
         assert self.cel_context is not None
-        result = condition.evaluate(self.cel_context, self.unknown_groups)
+        result = condition.evaluate(self.cel_context, self.unknown_groups, self.budget)
         if result.error:
             self.warnings.append(f"{where}: condition `{condition.source}` could not be "
                                  f"evaluated: {result.error}")
@@ -425,10 +430,13 @@ class _Walker:
         return Finding(
             id=spec.id, severity=spec.severity, title=self._text(spec.title),
             summary=self._text(spec.summary),
-            fix=Fix(self._text(spec.fix.summary),
-                    tuple(render(c, self.context, shell=True) for c in spec.fix.commands)),
+            fix=self._fix(spec.fix),
             references=spec.references, evidence=self._walk_citations(),
             playbook=book.id, step=step.id)
+
+    def _fix(self, spec: FixSpec) -> Fix:
+        records = tuple(render_command(c, self.context) for c in spec.commands)
+        return Fix(self._text(spec.summary), tuple(r.text for r in records if r.text), records)
 
     def _undetermined_at(self, book: Playbook, step: Step, visit: Visit) -> Finding:
         return self._undetermined(visit.ref, visit.prompt, visit.because,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from gputriage.playbook.fix_render import doc_line
 from gputriage.playbook.model import UNDETERMINED, FindingSpec, PlaybookSet
-from gputriage.playbook.templating import render
 
 HEADER = """\
 # Findings
@@ -100,7 +100,7 @@ def _entry(spec: FindingSpec, steps: list[str]) -> str:
               f"**Fix.** {_flow(spec.fix.summary)}", ""]
     if spec.fix.commands:
         lines.append("```sh")
-        lines += [render(c, {}) for c in spec.fix.commands]
+        lines += [doc_line(c) for c in spec.fix.commands]
         lines += ["```", ""]
     if spec.references:
         lines.append("**References:**")

@@ -21,6 +21,9 @@ FORMAT_VERSION = 1
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 MATURITIES = ("stable", "beta", "experimental")
 IF_UNKNOWN = ("stop", "skip")
+#: Where a fix command runs: the SRE's machine, the GPU node (rendered ``ssh NODE ...``), or
+#: against the cluster's API (kubectl, helm).
+RUN_WHERE = ("local", "node", "cluster")
 #: Playbook and step ids: kebab-case.
 ID_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 #: Finding ids: ``family.kebab-case`` (``pending.insufficient-gpu``).
@@ -186,8 +189,31 @@ SHAPES: dict[str, Shape] = {
         "What to do about a finding.",
         {
             "summary": KeySpec("text", "The remedy in words.", required=True),
-            "commands": KeySpec("strings", "Commands to run; `{{group.field}}` templates are "
-                                           "filled from facts and shell-quoted."),
+            "commands": KeySpec("list:command", "Commands to run, in order: look first, then "
+                                                "act (cordon/drain before anything that puts a "
+                                                "GPU back in service)."),
+        },
+    ),
+    "command": Shape(
+        "One fix command, as data: where it runs and whether it changes anything.",
+        {
+            "cmd": KeySpec("text", "The command; `{{group.field}}` templates are filled from "
+                                   "facts and shell-quoted. A `run: node` command is written "
+                                   "without `ssh`: the renderer adds `ssh NODE`.", required=True),
+            "run": KeySpec("string", "Where it runs: `local` (the SRE's machine), `node` (the "
+                                     "GPU node, rendered `ssh NODE ...`) or `cluster` "
+                                     "(kubectl/helm against the API).", required=True,
+                           enum=RUN_WHERE),
+            "mutates": KeySpec("boolean", "True when the command changes state (deletes, "
+                                          "restarts, relabels, resets...). The loader refuses a "
+                                          "known mutating verb without `mutates: true`; the TUI "
+                                          "marks these and asks before copying one.",
+                               required=True),
+            "why": KeySpec("text", "Why this command, and its caveat (what it disrupts)."),
+            "order": KeySpec("integer", "Position among the fix's commands (default: list "
+                                        "order); lower runs first."),
+            "if_unknown": KeySpec("text", "The command to show instead when a fact `cmd` reads "
+                                          "is unknown (same `run`, same `mutates`)."),
         },
     ),
 }
@@ -262,9 +288,21 @@ class Step:
 
 
 @dataclass(frozen=True)
+class CommandSpec:
+    """One fix command as written in the playbook (templates not yet filled)."""
+
+    cmd: str
+    run: str = "local"  # local | node | cluster
+    mutates: bool = False
+    why: str = ""
+    order: int = 0
+    if_unknown: str = ""
+
+
+@dataclass(frozen=True)
 class FixSpec:
     summary: str
-    commands: tuple[str, ...] = ()
+    commands: tuple[CommandSpec, ...] = ()
 
 
 @dataclass(frozen=True)

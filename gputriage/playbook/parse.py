@@ -22,6 +22,7 @@ from gputriage.playbook.model import (
     Ask,
     AskChoice,
     Branch,
+    CommandSpec,
     FindingSpec,
     FixSpec,
     KeySpec,
@@ -32,9 +33,10 @@ from gputriage.playbook.model import (
     Step,
     Target,
 )
+from gputriage.playbook.mutating import mutating_reason
 from gputriage.playbook.problems import Problem, did_you_mean
 from gputriage.playbook.source_map import SourceMap, YamlPath
-from gputriage.playbook.templating import quoted_templates, template_refs
+from gputriage.playbook.templating import literal_problem, quoted_templates, template_refs
 
 _KIND_WORDS = {
     "string": "a string", "text": "a string", "cel": "a CEL condition (a string)",
@@ -148,6 +150,8 @@ class _Checker:
                 return False
             ok = True
             for i, item in enumerate(value):
+                if inner == "command" and isinstance(item, str):
+                    continue  # shorthand: {cmd: ITEM, run: local, mutates: false}
                 ok = self.shape(item, inner, (*path, i), f"{inner} {i + 1} of {where}") and ok
             return ok
         if kind == "map":
@@ -273,7 +277,25 @@ class _Checker:
             if isinstance(fix, dict):
                 self.templates(fix.get("summary"), (*base, "fix", "summary"))
                 for i, command in enumerate(_list(fix.get("commands"))):
-                    self.templates(command, (*base, "fix", "commands", i), shell=True)
+                    self.command(command, (*base, "fix", "commands", i))
+
+    def command(self, command: Any, path: YamlPath) -> None:
+        """Templates of one fix command, and a mutating verb without ``mutates: true``."""
+        record = {"cmd": command} if isinstance(command, str) else _dict(command)
+        texts = [(key, record.get(key)) for key in ("cmd", "if_unknown")]
+        for key, text in texts:
+            where = path if isinstance(command, str) else (*path, key)
+            self.templates(text, where, shell=True)
+            if not isinstance(text, str):
+                continue
+            reason = mutating_reason(text)
+            if reason and record.get("mutates") is not True:
+                hint = ("write it as a record: {cmd: ..., run: ..., mutates: true, why: ...}"
+                        if isinstance(command, str) else "add 'mutates: true' and say in "
+                        "'why' what it disrupts")
+                self.add(where, f"command can change state ({reason}) but is not marked "
+                         "'mutates: true'", hint)
+        self.templates(record.get("why"), (*path, "why"))
 
     def step_rules(self, step: dict[str, Any], path: YamlPath, sid: str) -> None:
         if "ask" in step and "otherwise" in step:
@@ -314,6 +336,14 @@ class _Checker:
             found = self.facts.problem(ref.path)
             if found:
                 self.add(path, found[0], found[1], offset=ref.offset, length=ref.length)
+        for ref in refs:
+            for alt in ref.alternatives:
+                found = self.facts.problem(alt)
+                if found:
+                    self.add(path, found[0], found[1], offset=ref.offset, length=ref.length)
+            bad = literal_problem(ref, shell=shell)
+            if bad:
+                self.add(path, bad, offset=ref.offset, length=ref.length)
         if shell:
             for ref in quoted_templates(text):
                 self.add(path, "template inside quotes: values are shell-quoted already; "
@@ -369,7 +399,9 @@ def _build(data: dict[str, Any], conditions: dict[YamlPath, Condition], file: st
 
 def _finding(fid: str, raw: dict[str, Any], playbook: str,
              conditions: dict[YamlPath, Condition]) -> FindingSpec:
-    fix = FixSpec(_s(raw["fix"]["summary"]), tuple(_s(c) for c in raw["fix"].get("commands", ())))
+    commands = [_command(c, i) for i, c in enumerate(raw["fix"].get("commands", ()))]
+    commands.sort(key=lambda c: c.order)  # stable: equal orders keep list order
+    fix = FixSpec(_s(raw["fix"]["summary"]), tuple(commands))
     base: YamlPath = ("findings", fid)
     rules = tuple(RuleOut(conditions[(*base, "ruled_out_by", i, "when")], _s(r["because"]),
                           tuple(r.get("cite", ())))
@@ -382,6 +414,13 @@ def _finding(fid: str, raw: dict[str, Any], playbook: str,
                        tuple(raw.get("references", ())), playbook,
                        requires=tuple(alternatives), ruled_out_by=rules,
                        propose=bool(raw.get("propose", True)))
+
+
+def _command(raw: Any, index: int) -> CommandSpec:
+    if isinstance(raw, str):
+        return CommandSpec(_s(raw), order=index)
+    return CommandSpec(_s(raw["cmd"]), raw["run"], raw["mutates"], _s(raw.get("why")),
+                       raw.get("order", index), _s(raw.get("if_unknown")))
 
 
 def _s(value: Any) -> str:

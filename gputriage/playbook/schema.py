@@ -71,6 +71,9 @@ def _property(key: str, spec: KeySpec) -> dict[str, Any]:
     out: dict[str, Any] = {"description": spec.doc}
     if kind == "object":
         out["$ref"] = f"#/definitions/{inner}"
+    elif kind == "list" and inner == "command":  # a plain string is read-only shorthand
+        out.update(type="array", items={"anyOf": [{"type": "string"},
+                                                  {"$ref": f"#/definitions/{inner}"}]})
     elif kind == "list":
         out.update(type="array", items={"$ref": f"#/definitions/{inner}"})
     elif kind == "map":

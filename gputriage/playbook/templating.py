@@ -4,9 +4,13 @@ Rules (documented in docs/playbooks.md):
 
 * a path is ``group.field`` followed by map keys or list indexes: ``{{kernel.latest_xid.pci}}``,
   ``{{pod.containers.0.name}}``;
-* a value that is missing, empty, or in an unknown fact group renders as the placeholder
-  ``<group.field>``, so a command is still readable and the SRE sees what to fill in; rendering
-  never fails;
+* alternatives follow ``|``: ``{{node.name|pod.node|NODE}}`` renders the first path that has
+  a value, else the last alternative when it is not a fact path (words in text, an upper-case
+  metavariable such as ``NODE`` in commands). This is how a text is written for the case where
+  a fact is unknown;
+* a value that is missing, empty, or in an unknown fact group, with no literal alternative,
+  renders as the placeholder ``<group.field>`` (rendering never fails); the shipped playbooks
+  are tested to never let one reach the output (tests/test_fix_commands.py);
 * in commands, every value is shell-quoted where it lands (``shlex.quote``), so a pod named
   ``x; rm -rf /`` cannot turn a copied command into two. A template therefore must not sit
   inside quotes in a command; the loader rejects that.
@@ -32,6 +36,23 @@ class TemplateRef:
     path: str
     offset: int
     length: int
+    alternatives: tuple[str, ...] = ()  # more fact paths, tried in order after ``path``
+    literal: str | None = None  # the words used when no path has a value
+
+
+_METAVARIABLE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def literal_problem(ref: TemplateRef, *, shell: bool) -> str:
+    """Why ``ref``'s literal alternative is not allowed where it is ("" when fine)."""
+    if ref.literal is None:
+        return ""
+    if not ref.literal.strip():
+        return "empty alternative after '|' in a template"
+    if shell and not _METAVARIABLE.match(ref.literal):
+        return (f"alternative '{ref.literal}' in a command must be an upper-case placeholder "
+                "such as NODE (it lands unquoted)")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -50,13 +71,15 @@ def template_refs(text: str) -> tuple[list[TemplateRef], list[TemplateError]]:
     end = 0
     for m in _TEMPLATE.finditer(text):
         end = m.end()
-        path = m.group(1).strip()
-        if not _PATH.match(path):
+        parts = [p.strip() for p in m.group(1).split("|")]
+        literal = parts.pop() if len(parts) > 1 and not _PATH.match(parts[-1]) else None
+        if not all(_PATH.match(p) for p in parts):
             errors.append(TemplateError(
                 m.start(), len(m.group(0)),
                 f"template '{m.group(0)}' is not a fact path like '{{{{pod.namespace}}}}'"))
             continue
-        refs.append(TemplateRef(path, m.start(), len(m.group(0))))
+        refs.append(TemplateRef(parts[0], m.start(), len(m.group(0)), tuple(parts[1:]),
+                                literal))
     unclosed = text.find("{{", end)
     if unclosed >= 0:
         errors.append(TemplateError(unclosed, 2, "unclosed template: '{{' without '}}'"))
@@ -88,14 +111,24 @@ def render(text: str, context: Mapping[str, Any], *, shell: bool = False) -> str
     """``text`` with every template filled from ``context`` (``FactSet.to_context()``)."""
 
     def fill(m: re.Match[str]) -> str:
-        path = m.group(1).strip()
-        value = lookup(context, path)
-        if value is None:
-            return f"<{path}>"
-        word = _text(value)
-        return shlex.quote(word) if shell else word
+        parts = [p.strip() for p in m.group(1).split("|")]
+        for path in parts:
+            if not _PATH.match(path):  # the literal alternative, written by the author
+                return path
+            value = lookup(context, path)
+            if value is not None:
+                word = _text(value)
+                return shlex.quote(word) if shell else word
+        return f"<{parts[0]}>"
 
     return _TEMPLATE.sub(fill, text)
+
+
+def missing(text: str, context: Mapping[str, Any]) -> list[str]:
+    """The template paths in ``text`` that would render as a ``<placeholder>``."""
+    refs, _ = template_refs(text)
+    return [r.path for r in refs if r.literal is None
+            and all(lookup(context, p) is None for p in (r.path, *r.alternatives))]
 
 
 def lookup(context: Mapping[str, Any], path: str) -> Any:

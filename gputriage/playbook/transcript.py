@@ -57,11 +57,48 @@ class Visit:
 
 
 @dataclass(frozen=True)
+class FixCommand:
+    """One fix command, rendered: ``text`` is what the SRE pastes (``ssh NODE ...`` added for
+    ``run: node``), the rest is the playbook's record of it."""
+
+    text: str
+    run: str = "local"  # local | node | cluster
+    mutates: bool = False
+    why: str = ""
+    order: int = 0
+    missing: tuple[str, ...] = ()  # facts it needed that were unknown (then ``text`` is "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": self.text, "run": self.run, "mutates": self.mutates,
+                "why": self.why, "order": self.order, "missing": list(self.missing)}
+
+
+@dataclass(frozen=True)
 class Fix:
-    """What to do about a finding. Commands are already templated with facts."""
+    """What to do about a finding. Commands are already templated with facts.
+
+    ``commands`` is the text of every command that could be rendered, in order (what a
+    "copy all" copies); ``records`` holds the same commands as data (where each runs, whether
+    it mutates, why), plus those left out because a fact they need is unknown.
+    """
 
     summary: str
     commands: tuple[str, ...] = ()
+    records: tuple[FixCommand, ...] = ()
+
+    def command_records(self) -> tuple[FixCommand, ...]:
+        """``records``, or plain read-only records for a Fix built with strings only."""
+        return self.records or tuple(FixCommand(c, order=i)
+                                     for i, c in enumerate(self.commands))
+
+    def read_only(self) -> tuple[str, ...]:
+        """The commands that change nothing: safe to copy in one go."""
+        return tuple(r.text for r in self.command_records() if r.text and not r.mutates)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``summary``, ``commands`` (texts) and ``steps`` (the records; docs/report-json.md)."""
+        return {"summary": self.summary, "commands": list(self.commands),
+                "steps": [r.to_dict() for r in self.command_records()]}
 
 
 @dataclass(frozen=True)
@@ -86,7 +123,7 @@ class Finding:
             "severity": self.severity,
             "title": self.title,
             "summary": self.summary,
-            "fix": {"summary": self.fix.summary, "commands": list(self.fix.commands)},
+            "fix": self.fix.to_dict(),
             "references": list(self.references),
             "evidence": [r.to_dict() for r in self.evidence],
             "playbook": self.playbook,
@@ -111,6 +148,7 @@ class Alternative:
     because: str  # why it is consistent with the evidence, or why it is ruled out
     evidence: tuple[LineRef, ...] = ()
     branch: str = ""  # the "playbook/step" whose override reaches it, when one does
+    condition: str = ""  # the CEL that held (requires) or fired (ruled_out_by)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +159,7 @@ class Alternative:
             "because": self.because,
             "evidence": [r.to_dict() for r in self.evidence],
             "branch": self.branch,
+            "condition": self.condition,
         }
 
 

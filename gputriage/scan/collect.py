@@ -95,6 +95,10 @@ class Update:
     listings: tuple[Listing, ...] = field(default=())  # with done: every list
 
 
+#: Pages one list may take (1,000,000 items at 500 a page): past it the list is incomplete.
+MAX_PAGES = 2000
+
+
 class ListFailed(Exception):
     def __init__(self, reply: Reply) -> None:
         super().__init__(reply.shown)
@@ -108,10 +112,16 @@ def list_pages(client: Lister, path: str, query: Mapping[str, object] | None = N
     offers for an inconsistent continuation, else restarts the list once."""
     token = ""
     restarted = False
+    pages = 0
     while True:
         page: dict[str, object] = {**(query or {}), "limit": page_size}
         if token:
             page["continue"] = token
+        if pages >= MAX_PAGES:  # a server whose continue token never ends
+            raise ListFailed(Reply(0, b"", _shown(path, query or {}), (
+                f"the list did not end after {pages:,} pages of {page_size} (the API server "
+                "keeps answering with a continue token): not read further"), truncated=True))
+        pages += 1
         reply = client.get(path, page)
         if reply.status == 410 and token:
             offered = str(((reply.json() or {}).get("metadata") or {}).get("continue") or "")

@@ -3,8 +3,8 @@
 JSON keys are stable: ``tool``, ``generated_at``, ``context``, ``scope``, ``complete``,
 ``summary``, ``listings``, ``troubles`` (one row per pod or node, see
 :meth:`gputriage.scan.model.Row.to_dict`) and ``inventory`` (the GPU inventory of every node a
-trouble row names). Text from the cluster is made inert (no terminal escapes); in Markdown it
-only appears in table cells with pipes escaped or inside fences.
+trouble row names). Text from the cluster goes through ``textsafe`` (no terminal escapes,
+secrets redacted); in Markdown it only appears escaped (``md_cell``) or inside fences.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gputriage.scan.collect import Listing, Scope
 from gputriage.scan.fleet import Fleet
 from gputriage.scan.inventory import inventory_lines
 from gputriage.scan.model import NODE, short_age
-from gputriage.textsafe import inert
+from gputriage.textsafe import clean_obj, md_cell, md_code
 
 
 def build_report(fleet: Fleet, listings: Sequence[Listing], scope: Scope, *, context: str,
@@ -43,7 +43,7 @@ def build_report(fleet: Fleet, listings: Sequence[Listing], scope: Scope, *, con
         "troubles": [r.to_dict(now) for r in rows],
         "inventory": inventory,
     }
-    return _inert(report)
+    return clean_obj(report)  # escapes stripped, secrets redacted
 
 
 def render_json(report: dict[str, Any]) -> str:
@@ -51,16 +51,16 @@ def render_json(report: dict[str, Any]) -> str:
 
 
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return md_cell(value)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     s = report["summary"]
     scope = report["scope"]
-    where = f"namespace {scope['namespace']}" if scope["namespace"] else "all namespaces"
+    where = f"namespace {_cell(scope['namespace'])}" if scope["namespace"] else "all namespaces"
     if scope["selector"]:
-        where += f", pods matching {scope['selector']}"
-    out = [f"# GPU scan: {report['context'] or 'cluster'} ({where})", "",
+        where += f", pods matching {_cell(scope['selector'])}"
+    out = [f"# GPU scan: {_cell(report['context'] or 'cluster')} ({where})", "",
            f"{s['pods_in_trouble']} GPU pods and {s['nodes_in_trouble']} GPU nodes in trouble; "
            f"{s['gpu_pods']} GPU pods among {s['pods_listed']} pods listed, {s['gpu_nodes']} "
            f"GPU nodes among {s['nodes_listed']} nodes. Generated {report['generated_at']}.",
@@ -80,7 +80,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             name = r["name"] if r["kind"] == NODE else f"{r['namespace']}/{r['name']}"
             out.append(f"| {r['kind']} | {_cell(name)} | {r['family']} | "
                        f"{', '.join(r['troubles'])} | {short_age(r['age_s'])} | "
-                       f"{_cell(r['reason'])} | `{_cell(r['triage'])}` |")
+                       f"{_cell(r['reason'])} | {md_code(r['triage'])} |")
     if report["inventory"]:
         out += ["", "## GPU inventory of the nodes involved", ""]
         for inv in report["inventory"]:
@@ -88,11 +88,3 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _inert(obj: Any) -> Any:
-    if isinstance(obj, str):
-        return inert(obj)
-    if isinstance(obj, list):
-        return [_inert(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _inert(v) for k, v in obj.items()}
-    return obj

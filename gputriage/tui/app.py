@@ -25,6 +25,7 @@ from gputriage.evidence.model import EvidenceSet, Key
 from gputriage.facts.model import FactSet
 from gputriage.playbook.transcript import Choice, Transcript, Visit
 from gputriage.session import Session
+from gputriage.textsafe import clean, inert
 from gputriage.tui import walkstate
 from gputriage.tui.messages import (
     CollectionFinished,
@@ -154,7 +155,7 @@ class TriageApp(App[int]):
         # A live session says how it chose the pod when given a workload ("deploy/x: 3 pods").
         notice = getattr(self.session, "notice", "")
         if notice:
-            self.notify(str(notice), title="target", timeout=15)
+            self.notify(clean(str(notice)), title="target", timeout=15, markup=False)
 
     @work(exclusive=True, group="evidence", exit_on_error=False,
           description="collect evidence from the session")
@@ -458,22 +459,49 @@ class TriageApp(App[int]):
         self._push()
 
     def action_copy(self) -> None:
-        self._copy(self.triage.query_one(FixPanel).selected_command)
+        panel = self.triage.query_one(FixPanel)
+        record = panel.selected_record
+        self._copy(panel.selected_command, record.mutates if record else False,
+                   record.why if record else "")
+
+    def action_copy_read_only(self) -> None:
+        commands = self.triage.query_one(FixPanel).read_only_commands
+        if not commands:
+            self.notify("The fix has no read-only command to copy.", title="copy")
+            return
+        self._put_on_clipboard("\n".join(commands) + "\n",
+                               f" ({len(commands)} read-only commands)")
 
     def on_fix_panel_command_chosen(self, message: FixPanel.CommandChosen) -> None:
-        self._copy(message.command)
+        self._copy(message.command, message.mutates, message.why)
 
-    def _copy(self, command: str) -> None:
+    def _copy(self, command: str, mutates: bool = False, why: str = "") -> None:
         if not command:
             self.notify("There is no fix command to copy yet.", title="copy")
             return
+        command = inert(command)  # no escape sequence rides into the clipboard
+        if mutates:
+            from gputriage.tui.screens.confirm import ConfirmScreen
+
+            def copy_if_yes(yes: bool | None) -> None:
+                if yes:
+                    self._put_on_clipboard(command, " (changes state)")
+
+            self.push_screen(ConfirmScreen("This command changes state. Copy it?", command,
+                                           why), copy_if_yes)
+            return
+        self._put_on_clipboard(command)
+
+    def _put_on_clipboard(self, text: str, note: str = "") -> None:
+        """OSC 52, the platform clipboard or a file; the toast names the ways that worked."""
         from gputriage.tui.clipboard import copy_text, default_clipboard_file
 
-        self.copy_to_clipboard(command)  # OSC 52 on the app's own output stream
-        result = copy_text(command, osc52_sent=self._driver is not None and not self.is_headless,
+        self.copy_to_clipboard(text)  # OSC 52 on the app's own output stream
+        result = copy_text(text, osc52_sent=self._driver is not None and not self.is_headless,
                            file=self.clipboard_file or default_clipboard_file())
         self.last_copy = result
-        self.notify("\n".join([command, *result.lines()]), title=result.title(),
+        # Cluster text in the command ([link=...], [@click=...]) shows verbatim, never markup.
+        self.notify("\n".join([clean(text), *result.lines()]), title=result.title() + note,
                     severity="information" if result.reached else "error", markup=False)
 
     def action_export(self) -> None:
@@ -489,7 +517,8 @@ class TriageApp(App[int]):
         try:
             self.exported = export_summary(
                 self.export_dir, self.session, self.evidence, self.facts, self.transcript,
-                notes, self.clock())
+                notes, self.clock(),
+                confirmed=walkstate.at_verdict(self.cursor, self.transcript))
         except OSError as exc:
             self.notify(f"{exc.strerror or exc}: {exc.filename or self.export_dir}",
                         title="export failed", severity="error", timeout=15)

@@ -27,8 +27,12 @@ def summary_stem(facts: FactSet, now: float) -> str:
 
 
 def export_summary(directory: Path, session: Session, evidence: EvidenceSet, facts: FactSet,
-                   transcript: Transcript, notes: Sequence[Note], now: float) -> tuple[Path, ...]:
-    """Write ``<stem>.md`` and ``<stem>.json`` into ``directory``; return both paths."""
+                   transcript: Transcript, notes: Sequence[Note], now: float, *,
+                   confirmed: bool = False) -> tuple[Path, ...]:
+    """Write ``<stem>.md`` and ``<stem>.json`` into ``directory``; return both paths.
+
+    ``confirmed``: the SRE followed the walk to its verdict step by step (the summary says so;
+    otherwise it says the verdict is the engine's proposal, or that steps were overridden)."""
     from gputriage.report.render import render
     from gputriage.report.write import atomic_write
 
@@ -36,6 +40,6 @@ def export_summary(directory: Path, session: Session, evidence: EvidenceSet, fac
     written = []
     for fmt, suffix in (("md", ".md"), ("json", ".json")):
         text = render(fmt, session.description, session.context, evidence, facts, transcript,
-                      notes)
+                      notes, confirmed=confirmed)
         written.append(atomic_write(directory / f"{stem}{suffix}", text))
     return tuple(written)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -33,7 +34,7 @@ from gputriage.scan.collect import Lister, Listing, Scope, Update, scan
 from gputriage.scan.fleet import Fleet
 from gputriage.scan.inventory import inventory_lines
 from gputriage.scan.model import NODE, RANK, Row, short_age
-from gputriage.textsafe import inert_line
+from gputriage.textsafe import clean_line
 
 if TYPE_CHECKING:
     from gputriage.evidence.kube_client import KubeClient
@@ -137,7 +138,8 @@ class ScanApp(App[Selection | None]):
         self._rebuild()
         table.focus()
         if self.notice:
-            self.notify(self.notice, title="triage", severity="warning", timeout=15)
+            self.notify(clean_line(self.notice), title="triage", severity="warning", timeout=15,
+                        markup=False)
         if not self.done:
             self.run_scan()
 
@@ -158,8 +160,8 @@ class ScanApp(App[Selection | None]):
         """The scan never raises for the API's answers; anything else is a bug to show."""
         if event.state is WorkerState.ERROR:
             error = event.worker.error
-            self.notify(f"{type(error).__name__}: {error}", title="the scan failed",
-                        severity="error", timeout=30)
+            self.notify(clean_line(f"{type(error).__name__}: {error}"), title="the scan failed",
+                        severity="error", timeout=30, markup=False)
 
     def on_scan_update(self, message: ScanUpdate) -> None:
         update = message.update
@@ -179,8 +181,8 @@ class ScanApp(App[Selection | None]):
                 table.add_row(*self._cells(row), key=key)
                 self.shown.append(key)
         if update.listing is not None and update.listing.status is not Status.OK:
-            self.notify(f"{update.listing.what}: {update.listing.detail}",
-                        title="cannot list", severity="error", timeout=20)
+            self.notify(clean_line(f"{update.listing.what}: {update.listing.detail}"),
+                        title="cannot list", severity="error", timeout=20, markup=False)
         if update.done:
             self.done = True
             self.listings = update.listings
@@ -190,13 +192,16 @@ class ScanApp(App[Selection | None]):
 
     # -- drawing ---------------------------------------------------------------------------
 
-    def _cells(self, row: Row) -> tuple[str, ...]:
-        reason = inert_line(row.reason)
+    def _cells(self, row: Row) -> tuple[Text, ...]:
+        """Cells as ``Text``: a DataTable parses plain strings as markup, and cluster text
+        (``[link=...]``, ``[@click=app.quit]``) must show verbatim."""
+        reason = clean_line(row.reason)
         if len(reason) > REASON_WIDTH:
             reason = reason[: REASON_WIDTH - 1] + "…"
-        return (row.kind, inert_line(row.namespace), inert_line(row.name),
-                inert_line(row.node), row.family.value, ", ".join(row.troubles),
-                short_age(row.age_s(self.clock())), reason)
+        return tuple(Text(cell) for cell in (
+            row.kind, clean_line(row.namespace), clean_line(row.name), clean_line(row.node),
+            row.family.value, ", ".join(row.troubles), short_age(row.age_s(self.clock())),
+            reason))
 
     def _visible(self) -> list[Row]:
         now = self.clock()
@@ -231,10 +236,10 @@ class ScanApp(App[Selection | None]):
         shown = f"; showing {len(self.shown)} matching '{' '.join(self.words)}'" if (
             self.words) else ""
         order = f"{self.sort_by}{' (reversed)' if self.reverse else ''}"
-        self.query_one("#scan-header", Static).update(
-            f"{inert_line(self.context or 'cluster')}: {where} | {self.nodes_seen} nodes, "
+        self.query_one("#scan-header", Static).update(Text(clean_line(
+            f"{self.context or 'cluster'}: {where} | {self.nodes_seen} nodes, "
             f"{self.pods_seen} pods listed | in trouble: {pods} pods, {nodes} nodes{shown} | "
-            f"sort: {order} | {state}")
+            f"sort: {order} | {state}")))
 
     def highlighted(self) -> Row | None:
         table = self.query_one(DataTable)
@@ -248,13 +253,13 @@ class ScanApp(App[Selection | None]):
         if row is None:
             panel.update("Nothing in trouble yet." if self.done else "Listing nodes and pods…")
             return
-        lines = [f"{row.kind} {inert_line(row.namespace + '/' if row.namespace else '')}"
-                 f"{inert_line(row.name)}: {inert_line(row.reason)}",
+        lines = [f"{row.kind} {clean_line(row.namespace + '/' if row.namespace else '')}"
+                 f"{clean_line(row.name)}: {clean_line(row.reason)}",
                  f"enter: {row.triage_command}"]
         inventory = self.fleet.inventory(row.node) if row.node else None
         if inventory is not None:
-            lines += [inert_line(line) for line in inventory_lines(inventory)]
-        panel.update("\n".join(lines))
+            lines += [clean_line(line) for line in inventory_lines(inventory)]
+        panel.update(Text("\n".join(lines)))  # cluster text: never markup
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

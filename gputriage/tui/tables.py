@@ -167,9 +167,13 @@ def scheduler_table(facts: FactSet | None, evidence: EvidenceSet, pending: froze
     if not rows and not total:
         return TableData(cols, note="the scheduler reported nothing (the pod was scheduled)")
     note = f"0/{cell(total)} nodes are available"
-    helpful = v.get("preemption_helpful")
-    if helpful is not None:
-        note += f"; preemption {'could help' if helpful else 'is not helpful'}"
+    raw = v.get("preemption")
+    pre: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    if pre.get("no_victims"):  # the scheduler's words: nothing of lower priority to evict
+        note += (f"; preemption: no victims found on {cell(pre['no_victims'])} node(s) "
+                 "(the GPUs are taken by pods of equal or higher priority)")
+    elif v.get("preemption_helpful") is False:
+        note += "; preemption is not helpful"
     return TableData(cols, tuple(rows), note)
 
 

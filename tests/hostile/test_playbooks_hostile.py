@@ -271,3 +271,32 @@ def test_exploding_cel_is_refused_or_bounded(tmp_path: Path, bomb: str) -> None:
         return
     assert "hostile" in result["ids"]  # type: ignore[operator]
     assert result["findings"], result
+
+
+#: The bypass the attack report found: passes every load-time limit (each list is iterated at
+#: most twice deep), but ``filter`` copies the list on every outer step; with 700 Xids it ran
+#: for more than 300 s. The run-time budget must stop it before it runs.
+FILTER_NESTING = "kernel.xids.all(a, kernel.xids.filter(z, true).all(b, b.code >= a.code - 99))"
+#: One filter deeper: the load-time nesting check sees through ``filter(...)`` chains.
+FILTER_NESTING_DEEPER = ("kernel.xids.all(a, kernel.xids.filter(z, true).all(b, "
+                         "kernel.xids.filter(y, y.code == b.code).size() >= 0))")
+
+
+def test_filter_nesting_bypass_is_stopped_by_the_run_time_budget(tmp_path: Path) -> None:
+    condition = json.dumps(FILTER_NESTING)
+    # The finding declares what it requires, so the playbook is valid as a whole.
+    template = TEMPLATE.replace("    severity: info\n", "    severity: info\n    requires:\n"
+                                                     "      - kernel.known\n")
+    text = template.format(route='"true"', branch=condition)
+    result = _run_child(tmp_path, "hostile.yaml", text, walk=True)
+    assert _problems_in(result, "hostile.yaml") == []  # legal at load: the budget decides
+    warnings = [w for w in result["warnings"] if "hostile" in w or "budget" in w]  # type: ignore
+    assert any("estimated cost" in w and "over the budget" in w for w in warnings), result
+    assert float(result["walk_s"]) < 5.0, result  # type: ignore[arg-type]
+
+
+def test_deeper_filter_nesting_is_refused_at_load(tmp_path: Path) -> None:
+    text = TEMPLATE.format(route='"true"', branch=json.dumps(FILTER_NESTING_DEEPER))
+    mine = _problems_in(_run_child(tmp_path, "hostile.yaml", text), "hostile.yaml")
+    assert [(p["line"], "iterates 'kernel.xids' inside 2 macros" in str(p["message"]))
+            for p in mine] == [(13, True)]

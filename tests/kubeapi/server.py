@@ -105,6 +105,7 @@ class _Reply:
     code: int
     body: bytes
     content_type: str = "application/json"
+    endless: bool = False  # chunked: ``body`` first, then a chunk every 50 ms, forever
     #: For a watch: yields each event line (JSON + newline); sent chunked as it comes.
     stream: Callable[[], Iterator[bytes]] | None = None
 
@@ -146,6 +147,7 @@ class KubeAPI:
         self._delays: list[tuple[re.Pattern[str], float]] = []
         self._expire_continue = 0
         self._faults: list[tuple[re.Pattern[str], _Reply]] = []
+        self._endless_pages: list[re.Pattern[str]] = []
         self._requests: list[Request] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -214,6 +216,31 @@ class KubeAPI:
         """Answer authenticated GETs of matching paths with this reply (500s, garbage...)."""
         raw = body.encode() if isinstance(body, str) else body
         self._faults.append((re.compile(path_regex), _Reply(code, raw, content_type)))
+
+    # -- hostile modes (tests/hostile) -------------------------------------------------------
+
+    def endless_pagination(self, path_regex: str) -> None:
+        """Lists whose ``[namespaces/NS/]PLURAL`` matches always say there is another page (a
+        fresh continue token each time, the same items): a client that trusts
+        ``metadata.continue`` never ends."""
+        self._endless_pages.append(re.compile(path_regex))
+
+    def endless_body(self, path_regex: str, head: bytes = b'{"kind":"PodList","items":[') -> None:
+        """Answer matching paths 200 with a chunked body that never ends: ``head``, then a
+        small chunk every 50 ms until the client goes away or the server stops."""
+        self._faults.append((re.compile(path_regex), _Reply(200, head, endless=True)))
+
+    def huge_list(self, path_regex: str, size: int, kind: str = "EventList",
+                  continue_token: str = "") -> int:
+        """Answer matching paths with a valid list of about ``size`` bytes (saying there is a
+        next page when ``continue_token``); returns its size."""
+        item = {"metadata": {"name": "x"}, "message": "m" * 1000}
+        count = max(1, size // (len(json.dumps(item)) + 1))
+        meta = {"continue": continue_token} if continue_token else {}
+        body = json.dumps({"kind": kind, "apiVersion": "v1", "metadata": meta,
+                           "items": [item] * count}).encode()
+        self._faults.append((re.compile(path_regex), _Reply(200, body)))
+        return len(body)
 
     def expire_continue_tokens(self, count: int = 1) -> None:
         """Answer the next ``count`` continued lists with 410 Expired, as etcd compaction does."""
@@ -453,7 +480,13 @@ class KubeAPI:
                 if limit and len(items) >= limit:
                     break
         meta: Obj = {"resourceVersion": self.cluster.resource_version}
-        if limit and i < hi:
+        where = (f"namespaces/{attrs.namespace}/" if attrs.namespace else "") + r.plural
+        if any(rx.search(where) for rx in self._endless_pages):
+            i = lo  # the same page again, under a new token
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                {"rv": self.cluster.resource_version, "start": lo,
+                 "n": len(self._requests)}).encode()).decode()
+        elif limit and i < hi:
             meta["continue"] = base64.urlsafe_b64encode(
                 json.dumps({"rv": self.cluster.resource_version, "start": i}).encode()).decode()
             if not preds:
@@ -682,9 +715,27 @@ class _Handler(BaseHTTPRequestHandler):
                 f"Content-Type: {reply.content_type}\r\n"
                 f"Content-Length: {len(reply.body)}\r\n"
                 f"Cache-Control: no-cache, private\r\nDate: {date}\r\n")
+        if reply.endless:
+            self._endless(reply)
+            return
         if self.close_connection:
             head += "Connection: close\r\n"
         self.wfile.write(head.encode() + b"\r\n" + reply.body)
+
+    def _endless(self, reply: _Reply) -> None:
+        self.close_connection = True
+        head = (f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
+                f"Content-Type: {reply.content_type}\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = reply.body
+        try:
+            self.wfile.write(head.encode())
+            while not self.server.api._stop.is_set():
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+                chunk = b'{"metadata":{"name":"x"}},'
+                self.server.api._stop.wait(0.05)
+        except OSError:
+            return  # the client went away: what a bounded client does
 
     do_GET = _serve
     do_HEAD = _serve

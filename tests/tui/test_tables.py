@@ -198,3 +198,16 @@ def test_cited_set_ignores_lines_without_a_number() -> None:
     assert tables.cited_set(refs) == frozenset({("b/dmesg.log", 3)})
     assert tables.reported(-1) is None and tables.reported(0) == 0
     assert tables.reported(True) is True
+
+
+def test_scheduler_tab_says_no_victims_never_that_preemption_could_help() -> None:
+    """"No preemption victims found": the scheduler could evict nothing; not "could help"."""
+    facts = hand_facts(scheduler={
+        "total_nodes": 4, "preemption_helpful": True,
+        "preemption": {"total_nodes": 4, "not_helpful": 1, "no_victims": 3},
+        "reasons": [{"count": 3, "kind": "insufficient", "resource": "nvidia.com/gpu",
+                     "text": "Insufficient nvidia.com/gpu"}]})
+    data = tables.scheduler_table(facts, EvidenceSet(), frozenset(), frozenset())
+    assert data.note == ("0/4 nodes are available; preemption: no victims found on 3 node(s) "
+                         "(the GPUs are taken by pods of equal or higher priority)")
+    assert "could help" not in data.note

@@ -98,6 +98,7 @@ RuntimeError: CUDA error: an illegal memory access was encountered
 RuntimeError: CUDA error: uncorrectable ECC error encountered
 RuntimeError: DataLoader worker (pid 3412) is killed by signal: Killed.
 Error: failed to create containerd task: unresolvable CDI devices nvidia.com/gpu=0:1, management.nvidia.com/gpu=all: unknown
+[PG 0 Rank 25] Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure
 """
 
 
@@ -111,7 +112,7 @@ def test_every_signature_on_its_line() -> None:
         ("driver_insufficient", 17), ("nvml_unknown_error", 18),
         ("nvml_insufficient_permissions", 19), ("no_nvidia_driver", 20), ("no_cuda_device", 21),
         ("illegal_memory_access", 22), ("ecc_uncorrectable", 23), ("dataloader_killed", 24),
-        ("cdi_unresolvable", 25)]
+        ("cdi_unresolvable", 25), ("cuda_launch_failure", 26)]
     assert {s.id for s in SIGNATURES} - {m.id for m in scan.matches} == {"nvml_driver_mismatch"}
 
 

@@ -276,7 +276,8 @@ steps:
     otherwise: {conclude: rt.fallback}
 findings:
   rt.big: {severity: low, title: big, summary: big, fix: {summary: none}}
-  rt.fallback: {severity: low, title: fallback, summary: fallback, fix: {summary: none}}
+  rt.fallback: {severity: low, title: fallback, summary: fallback, fix: {summary: none},
+                requires: pod.known}
 """
 
 

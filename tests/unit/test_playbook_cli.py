@@ -42,6 +42,7 @@ steps:
       conclude: site.pending
 findings:
   site.pending:
+    requires: pod.phase == "Pending"
     severity: low
     title: Pending at our site
     summary: Ask the platform team.
@@ -136,11 +137,12 @@ def test_explain_prints_the_tree(capsys: pytest.CaptureFixture[str]) -> None:
         "     because the kubelet on {{pod.node}} rejected the pod at admission ({{pod.reason}})",
         "     also cites pod.reason, pod.message",
         "     -> goto playbook create, step symptom"]
-    assert ("  4. when !pod.scheduled && (pod.phase == \"Pending\" || (pod.phase == \"\" && "
+    assert ("  6. when !pod.scheduled && (pod.phase == \"Pending\" || (pod.phase == \"\" && "
             "pod.containers.exists(c, c.image != \"\")))") in lines
     assert "     -> goto playbook pending, step scheduler" in lines
-    assert ("  6. when !dra.pod_uses_dra && pod.containers.exists(c, c.image != \"\")  "
-            "[if unknown: skip to the next branch]") in lines
+    assert ("  8. when container_log.no_cuda_device && !dra.pod_uses_dra && "
+            "pod.containers.exists(c, c.image != \"\")  [if unknown: skip to the next branch]"
+            ) in lines
     assert "Step signature: What do the container's log and its node say?" in lines
     assert "     -> goto playbook lost-card, step reachable" in lines
     assert "     -> conclude triage.crash-looping [high] A container keeps crashing" in lines
@@ -182,7 +184,7 @@ def test_broken_user_playbook_is_a_warning_for_list(tmp_path: Path,
     (config / "bad.yaml").write_text(MINE.replace("severity: low", "severity: lowish"))
     rc, out, err = run(capsys, "playbooks", "list")
     assert rc == 0 and "triage" in out and "site-pending" not in out
-    assert err == (f"gputriage: warning: skipped playbook: {config / 'bad.yaml'}:23:15: "
+    assert err == (f"gputriage: warning: skipped playbook: {config / 'bad.yaml'}:24:15: "
                    "'severity' must be one of: critical, high, medium, low, info; got 'lowish' "
                    "(did you mean 'low'?)\n")
 

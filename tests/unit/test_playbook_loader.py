@@ -57,9 +57,14 @@ CASES = [
      "exist: 'smy'", "did you mean 'smi'?"),
     ("missing-because", 10, 9, "branch 1 of step 'xid' is missing required key 'because'", ""),
     ("missing-required", 1, 1, "the playbook is missing required key 'start'", ""),
+    ("mutating-command-string", 31, 11, "command can change state (kubectl drain) but is not "
+     "marked 'mutates: true'", "write it as a record: {cmd: ..., run: ..., mutates: true, "
+     "why: ...}"),
+    ("mutating-command-unmarked", 31, 17, "command can change state (kubectl cordon) but is not "
+     "marked 'mutates: true'", "add 'mutates: true' and say in 'why' what it disrupts"),
     ("no-target", 18, 9, "branch 1 of step 'smi' needs one of 'goto' or 'conclude'", ""),
     ("not-a-mapping", 1, 1, "a playbook is a YAML mapping, got a list", ""),
-    ("second-document", 44, 1, "a playbook file holds one YAML document; this is a second one",
+    ("second-document", 45, 1, "a playbook file holds one YAML document; this is a second one",
      ""),
     ("self-loop", 15, 15, "'goto' leads back to step 'xid' itself: the walk would loop", ""),
     ("start-missing", 4, 8, "'start' names a step that does not exist: 'xdi'",
@@ -68,10 +73,10 @@ CASES = [
      "the walk could never leave it", ""),
     ("template-in-quotes", 31, 41, "template inside quotes: values are shell-quoted already; "
      "remove the quotes around it", ""),
-    ("template-malformed", 31, 25, "template '{{ node name }}' is not a fact path like "
+    ("template-malformed", 31, 33, "template '{{ node name }}' is not a fact path like "
      "'{{pod.namespace}}'", ""),
     ("template-unclosed", 27, 24, "unclosed template: '{{' without '}}'", ""),
-    ("template-unknown-fact", 31, 25, "unknown fact 'node.nmae'", "did you mean 'node.name'?"),
+    ("template-unknown-fact", 31, 33, "unknown fact 'node.nmae'", "did you mean 'node.name'?"),
     ("unknown-branch-key", 12, 9, "unknown key 'if_unkown' in branch 1 of step 'xid'",
      "did you mean 'if_unknown'?"),
     ("unknown-cite", 12, 16, "unknown fact 'kernel.latest_xdi'",
@@ -83,7 +88,7 @@ CASES = [
     ("unknown-key", 17, 5, "unknown key 'brnaches' in step 'smi'", "did you mean 'branches'?"),
     ("unknown-needs", 8, 13, "unknown fact group 'kernal'", "did you mean 'kernel'?"),
     ("unreachable-step", 15, 3, "step 'smi' is not reachable from 'start' ('xid')", ""),
-    ("unused-finding", 38, 3, "finding 'lost.all-visible' is never concluded by any branch", ""),
+    ("unused-finding", 39, 3, "finding 'lost.all-visible' is never concluded by any branch", ""),
     ("wrong-kind", 8, 12, "'needs' of step 'xid' must be a list of strings, got a string",
      "write a list: [kernel]"),
     ("cel-too-long", 18, 15, "the condition is 4694 characters long: at most 4096; split it "
@@ -305,6 +310,7 @@ steps:
       conclude: lost.site-xid
 findings:
   lost.site-xid:
+    requires: kernel.known
     severity: high
     title: Xid errors
     summary: Call the site team.

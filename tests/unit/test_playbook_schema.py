@@ -34,7 +34,7 @@ def test_schema_shape() -> None:
     assert schema["definitions"]["finding"]["properties"]["severity"]["enum"] == [
         "critical", "high", "medium", "low", "info"]
     assert set(schema["definitions"]) == {"route", "step", "branch", "otherwise", "ask",
-                                          "choice", "finding", "fix"}
+                                          "choice", "finding", "rule_out", "fix", "command"}
 
 
 def test_playbooks_point_editors_at_the_schema() -> None:

@@ -118,7 +118,8 @@ def _fixture_summary() -> dict:
 def test_summary_contents() -> None:
     s = _fixture_summary()
     assert s["verdict"] == {"status": "finding", "headline": "GPU fell off the bus",
-                            "finding": "lost.xid79-fallen-off-bus", "severity": "critical"}
+                            "finding": "lost.xid79-fallen-off-bus", "severity": "critical",
+                            "confidence": ""}
     assert s["walk"][0]["overridden"] and s["walk"][0]["proposed"] == "lost/ecc"
     assert [e["source"] for e in s["timeline"]] == ["kernel", "events"]
     assert s["timeline"][0]["text"].startswith("Xid 79")

@@ -33,7 +33,8 @@ TRIAGE_BINDINGS: list[BindingType] = [
     Binding("b,escape", "app.go_back", "Back", key_display="b",
             tooltip="Go back one step, undoing the override made there (esc also closes "
                     "the filter)"),
-    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command"),
+    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command (asks first "
+            "when it changes state)"),
     Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
     Binding("f", "app.zoom('fix')", "Fix", tooltip="Every fix command on the whole screen "
             "(again or esc to return)"),
@@ -56,6 +57,8 @@ TRIAGE_BINDINGS: list[BindingType] = [
             tooltip="Filter the rows of the evidence tabs"),
     Binding("left_square_bracket", "app.next_tab(-1)", "Previous tab", key_display="[",
             show=False, tooltip="The evidence tab to the left"),
+    Binding("C", "app.copy_read_only", "Copy read-only", show=False,
+            tooltip="Copy every read-only command of the fix"),
     Binding("N", "app.triage_node", "Triage node", show=False,
             tooltip="Walk the node this verdict blames (gputriage node)"),
     Binding("colon", "app.command_palette", "Palette", key_display=":",
