@@ -193,7 +193,7 @@ async def test_the_first_frame_has_the_pod_header_and_the_verdict_skeleton(
         assert "ml/trainer-0" in text
         assert "Verdict  ·  not yet" in text or "Step 1 of" in text
         await settle(pilot, app)
-        assert app.triage.query(EvidenceTabs)  # the tabs came lazily, after that frame
+        assert app.triage.query_one(EvidenceTabs).shown  # and the tabs filled in after it
 
 
 async def test_help_at_80x24_lists_the_keys_and_scrolls(app: TriageApp) -> None:

@@ -72,10 +72,6 @@ class EvidenceTabs(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        # Mounted lazily, after the screen got its first views: start from the current one.
-        current = getattr(self.screen, "view", None)
-        if isinstance(current, TriageView):
-            self.view = current
 
     @property
     def filter_open(self) -> bool:
