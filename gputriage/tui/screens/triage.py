@@ -21,7 +21,7 @@ from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
 from gputriage.tui.widgets.fix_panel import FixPanel
 from gputriage.tui.widgets.source_status import SourceStatus
 from gputriage.tui.widgets.step_panel import StepPanel
-from gputriage.tui.widgets.target_header import TargetHeader
+from gputriage.tui.widgets.target_header import TargetHeader, header_content
 from gputriage.tui.widgets.walk_path import WalkPath
 
 #: k9s-familiar keys. The help screen and the command palette are generated from this list;
@@ -77,7 +77,10 @@ class TriageScreen(Screen[None]):
     view: reactive[TriageView | None] = reactive(None, always_update=True)
 
     def compose(self) -> ComposeResult:
-        yield TargetHeader(id="header")
+        # Built with its text when the app already handed down a view: the pod header is in
+        # the very first frame rather than one refresh later.
+        yield TargetHeader(header_content(self.view) if self.view is not None else "",
+                           id="header")
         with Horizontal(id="top"):
             yield WalkPath(id="walk")
             with Vertical(id="detail"):
