@@ -19,6 +19,10 @@ from gputriage.scenarios import scenario_path
 from tests.conftest import ROOT
 
 
+#: The pod the lost-xid79 scenario holds (a pod name the bundle lacks is refused).
+POD = ("llama-pretrain-worker-3", "-n", "ml-prod")
+
+
 def bundle_at(tmp_path: Path) -> Path:
     bundle = tmp_path / "bundle"
     shutil.copytree(scenario_path("lost-xid79"), bundle)
@@ -51,7 +55,7 @@ def test_the_cli_on_a_fifo_bundle_exits_with_its_report(tmp_path: Path) -> None:
     bundle = bundle_at(tmp_path)
     (bundle / "dmesg.log").unlink()
     os.mkfifo(bundle / "dmesg.log")
-    done = run_cli("x", "--from", str(bundle), "--report", "json", timeout=60)
+    done = run_cli(*POD, "--from", str(bundle), "--report", "json", timeout=60)
     summary = json.loads(done.stdout)
     dmesg = next(s for s in summary["sources"] if s["key"] == Key.DMESG.value)
     assert "named pipe (FIFO)" in dmesg["detail"]
@@ -94,7 +98,7 @@ def test_output_only_to_regular_files(tmp_path: Path, target: str) -> None:
     (tmp_path / "real.md").write_text("keep me\n")
     (tmp_path / "link").symlink_to(tmp_path / "real.md")
     path = target.format(tmp=tmp_path)
-    done = run_cli("x", "--from", str(scenario_path("lost-xid79")), "--report", "md", "-o", path)
+    done = run_cli(*POD, "--from", str(scenario_path("lost-xid79")), "--report", "md", "-o", path)
     assert done.returncode != 0
     assert "only regular files are written; use -o - to write to stdout" in done.stderr
     assert Path("/dev/stdout").is_symlink() or not Path("/dev/stdout").exists()
@@ -102,7 +106,8 @@ def test_output_only_to_regular_files(tmp_path: Path, target: str) -> None:
 
 
 def test_output_to_a_process_substitution_is_refused_not_a_crash(tmp_path: Path) -> None:
-    script = (f'{sys.executable} -m gputriage x --from {scenario_path("lost-xid79")} '
+    script = (f'{sys.executable} -m gputriage llama-pretrain-worker-3 -n ml-prod '
+              f'--from {scenario_path("lost-xid79")} '
               f'--report md -o >(cat > {tmp_path}/out.md)')
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
@@ -111,6 +116,6 @@ def test_output_to_a_process_substitution_is_refused_not_a_crash(tmp_path: Path)
 
 
 def test_dash_writes_stdout(tmp_path: Path) -> None:
-    done = run_cli("x", "--from", str(scenario_path("lost-xid79")), "--report", "md", "-o", "-")
+    done = run_cli(*POD, "--from", str(scenario_path("lost-xid79")), "--report", "md", "-o", "-")
     assert done.stdout.startswith("# GPU incident summary")
     assert not Path(ROOT, "-").exists()

@@ -53,7 +53,7 @@ def test_copy_toast_shows_markup_verbatim(tmux: Tmux, tmp_path: Path) -> None:
     old = "embed-worker-5d7f8b9c6-t7wzn"
     for file in bundle.iterdir():
         file.write_text(file.read_text().replace(old, HOSTILE))
-    launch(tmux, tmp_path, "x", "--from", str(bundle))
+    launch(tmux, tmp_path, HOSTILE, "-n", "search", "--from", str(bundle))
     tmux.wait_for("a finding with fix commands", lambda: "logs" in tmux.screen()
                   and "--previous" in tmux.screen())
     tmux("send-keys", "-t", "triage", "c")
