@@ -29,6 +29,8 @@ from gputriage.tui import walkstate  # noqa: E402
 from gputriage.tui.app import TriageApp  # noqa: E402
 
 SIZE = (120, 40)
+#: The smallest terminal the TUI is made for: every scenario's verdict is also shot at it.
+COMPACT = (80, 24)
 #: A fixed clock: nothing time-dependent reaches the screen, but exports stay reproducible.
 NOW = 1_700_000_000.0
 #: The evidence tab worth showing for each family of scenario.
@@ -48,10 +50,34 @@ async def settle(app: TriageApp, pilot: object) -> None:
     raise RuntimeError("the app did not settle")
 
 
+def demo_app(name: str, work: Path) -> TriageApp:
+    return TriageApp(BundleSession(scenario_path(name), description=f"demo {name}"),
+                     notes_path=work / f"{name}-notes.json", export_dir=work,
+                     clock=lambda: NOW, clipboard_file=work / "clipboard.txt")
+
+
+async def to_verdict(app: TriageApp, pilot: object) -> None:
+    """Follow the engine to its verdict, stopping at a question rather than answering it."""
+    from textual.pilot import Pilot
+
+    assert isinstance(pilot, Pilot)
+    while walkstate.follow(app.cursor, app.transcript).kind == "advance":
+        await pilot.press("enter")
+    await pilot.pause()
+
+
+async def shoot_compact(name: str, out: Path, work: Path) -> Path:
+    app = demo_app(name, work)
+    async with app.run_test(size=COMPACT) as pilot:
+        await settle(app, pilot)
+        await to_verdict(app, pilot)
+        app.clear_notifications()
+        await pilot.pause()
+        return Path(app.save_screenshot(f"{name}-verdict-80x24.svg", str(out)))
+
+
 async def shoot(name: str, out: Path, work: Path, extras: bool) -> list[Path]:
-    app = TriageApp(BundleSession(scenario_path(name), description=f"demo {name}"),
-                    notes_path=work / f"{name}-notes.json", export_dir=work,
-                    clock=lambda: NOW)
+    app = demo_app(name, work)
     saved: list[Path] = []
     async with app.run_test(size=SIZE) as pilot:
 
@@ -70,11 +96,13 @@ async def shoot(name: str, out: Path, work: Path, extras: bool) -> list[Path]:
             await pilot.pause()
             await save("override")
             await pilot.press("escape")
-        # Follow the engine to its verdict, stopping at a question rather than answering it.
-        while walkstate.follow(app.cursor, app.transcript).kind == "advance":
-            await pilot.press("enter")
-        await pilot.pause()
+        await to_verdict(app, pilot)
         await save("verdict")
+        if extras:  # the verdict's cited row, opened whole (v)
+            await pilot.press("v")
+            await pilot.pause()
+            await save("detail")
+            await pilot.press("escape")
         family = name.split("-", 1)[0]
         if family in FOCUS_TAB:
             app.action_show_tab(FOCUS_TAB[family])
@@ -105,6 +133,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(names):
             svgs += asyncio.run(shoot(name, args.out, Path(tmp), extras=i == 0))
+            svgs.append(asyncio.run(shoot_compact(name, args.out, Path(tmp))))
     if not args.svg_only:
         to_png(svgs)
     for svg in svgs:

@@ -15,6 +15,7 @@ certificate, the standard library's HTTPS) leaves to it.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -294,6 +295,33 @@ class KubeClient:
         finally:
             with self._inflight_lock:
                 self._inflight.discard(response)
+
+    def watch(self, path: str, query: Mapping[str, object], *, seconds: int
+              ) -> Iterator[dict[str, Any]]:
+        """``GET path?watch=true``: each watch event (``{"type", "object"}``) as it arrives,
+        until the server ends the watch after ``seconds``. Raises OSError-like errors of the
+        HTTP stack to the caller (``gputriage.evidence.watch`` retries)."""
+        params = [(k, str(v)) for k, v in query.items()]
+        params += [("watch", "true"), ("timeoutSeconds", str(seconds))]
+        with self._auth_lock:
+            method, url, headers, body, post = self._api.param_serialize(
+                "GET", quote(path), query_params=params,
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        response = self._api.call_api(method, url, headers, body, post,
+                                      _request_timeout=(self.timeout, seconds + self.timeout)
+                                      ).response
+        try:
+            buffer = b""
+            for chunk in response.stream(None):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        event = json.loads(line)
+                        if isinstance(event, dict):
+                            yield event
+        finally:
+            response.release_conn()
 
     def list_all(self, path: str, query: Mapping[str, object] | None = None, *,
                  page_size: int = PAGE_SIZE, keep: Callable[[Any], Any] | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gputriage.evidence.broker import Broker, FollowUp
 from gputriage.evidence.model import Evidence, EvidenceSet, Key
@@ -41,6 +41,8 @@ class LiveSession:
         self.namespace = namespace
         self.pod = pod
         self._closers = list(closers)
+        #: The API client and source, for :meth:`watch` (set by :meth:`from_args`).
+        self.live: tuple[Any, Any] | None = None
 
     @classmethod
     def open(cls, target: str, cluster: ClusterAccess, node: NodeAccess) -> LiveSession:
@@ -84,16 +86,31 @@ class LiveSession:
                      FollowUp(Key.PROMETHEUS, (), lambda pod, _needed: prom.collect(pod),
                               3 * timeout)]
         # A node source connects (SSH, maybe through jump hosts) before it runs anything.
-        return cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout,
-                          followups=followups),
-                   context=config.context,
-                   description=f"context {config.context} "
-                               f"({resolved.namespace}/{resolved.pod}{via})",
-                   notice=resolved.notice, namespace=resolved.namespace, pod=resolved.pod,
-                   closers=[*(s.close for s in node_sources), client.close])
+        session = cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout,
+                             followups=followups),
+                      context=config.context,
+                      description=f"context {config.context} "
+                                  f"({resolved.namespace}/{resolved.pod}{via})",
+                      notice=resolved.notice, namespace=resolved.namespace, pod=resolved.pod,
+                      closers=[*(s.close for s in node_sources), client.close])
+        session.live = (client, source)
+        return session
 
     def keys(self) -> tuple[Key, ...]:
         return self.broker.keys()
+
+    def watch(self, on_change: Callable[[Evidence], None], pod: Evidence) -> Callable[[], None]:
+        """Watch the pod, its events and its node (GET ``watch=true``); ``on_change`` gets
+        each re-collected key, from a thread. Returns the function that stops watching."""
+        if self.live is None:
+            return lambda: None
+        from gputriage.evidence.watch import LiveWatch
+
+        client, source = self.live
+        watch = LiveWatch(client, source, self.namespace, self.pod, on_change,
+                          pod_evidence=pod).start()
+        self._closers.insert(0, watch.stop)
+        return watch.stop
 
     async def stream(self) -> AsyncIterator[Evidence]:
         async for ev in self.broker.stream():

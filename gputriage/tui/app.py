@@ -31,21 +31,25 @@ from gputriage.tui.messages import (
     CollectionFinished,
     CollectionStarted,
     EvidenceArrived,
+    EvidenceChanged,
     PlaybooksFailed,
     PlaybooksLoaded,
 )
 from gputriage.tui.screens.triage import TriageScreen
 from gputriage.tui.view import TriageView
 from gputriage.tui.walkstate import Walker
-from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+from gputriage.tui.widgets.evidence_tabs import EvidenceTable, EvidenceTabs
 from gputriage.tui.widgets.fix_panel import FixPanel
 from gputriage.tui.widgets.source_status import SourceStatus
+from gputriage.tui.widgets.step_panel import StepPanel
 from gputriage.tui.widgets.walk_path import WalkPath
 
 if TYPE_CHECKING:
     from textual.command import Provider
 
     from gputriage.report.notes import NotesStore
+    from gputriage.tui.clipboard import CopyResult
+    from gputriage.tui.tables import RowDetail
 
 def triage_commands() -> type[Provider]:
     """The palette's provider, imported when the palette first opens (not on the way to the
@@ -74,6 +78,12 @@ def playbook_walker(extra_dirs: Sequence[Path] = (),
     return partial(walk, playbooks, entry=entry), problems
 
 
+def _session_target(session: Session) -> str:
+    """``ns/pod`` when the session knows it before collecting (a live session does)."""
+    namespace, pod = getattr(session, "namespace", ""), getattr(session, "pod", "")
+    return f"{namespace}/{pod}" if isinstance(pod, str) and pod else ""
+
+
 class TriageApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "gputriage"
@@ -91,6 +101,8 @@ class TriageApp(App[int]):
         extra_notes_file: Path | None = None,
         export_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
+        clipboard_file: Path | None = None,
+        target_hint: str = "",
     ) -> None:
         super().__init__()
         self.session = session
@@ -102,6 +114,11 @@ class TriageApp(App[int]):
         self.extra_notes_file = extra_notes_file  # --notes FILE: read-only, exported too
         self.export_dir = export_dir or Path.cwd()
         self.clock = clock
+        #: "ns/pod" as asked for: the header shows it in the first frame, before any evidence.
+        self.target_hint = target_hint or _session_target(session)
+        self.clipboard_file = clipboard_file  # the copy fallback; default under XDG_STATE_HOME
+        #: The differential (also consistent / ruled out) shown with its evidence (``x``).
+        self.differential_open = False
         self.evidence = EvidenceSet()
         self.pending: frozenset[Key] = frozenset()
         self.facts: FactSet | None = None
@@ -117,6 +134,11 @@ class TriageApp(App[int]):
         self._rebuild_scheduled = False
         #: Set by ``triage_node``: the node to walk (``gputriage node``) once this app exits.
         self.next_node = ""
+        #: Keys a watch updated since launch, with when (shown in the status bar).
+        self.changed: dict[Key, float] = {}
+        self._stop_watch: Callable[[], None] | None = None
+        #: Where the last ``c`` put its text (for the toast and the tests).
+        self.last_copy: CopyResult | None = None
 
     # -- lifecycle and workers ------------------------------------------------------------
 
@@ -190,6 +212,25 @@ class TriageApp(App[int]):
     def on_collection_finished(self, message: CollectionFinished) -> None:
         self.pending = frozenset()
         self._schedule_rebuild()
+        self._start_watch()
+
+    def _start_watch(self) -> None:
+        """Once everything was collected, follow the pod, its events and its node live
+        (sessions that can: a live cluster; a bundle does not change)."""
+        watch = getattr(self.session, "watch", None)
+        pod = self.evidence.get_or_missing(Key.POD)
+        if self._stop_watch is not None or not callable(watch) or not pod.ok:
+            return
+        self._stop_watch = watch(lambda ev: self.post_message(EvidenceChanged(ev)), pod)
+
+    def on_evidence_changed(self, message: EvidenceChanged) -> None:
+        self.changed[message.evidence.key] = self.clock()
+        self.evidence = self.evidence.with_evidence(message.evidence)
+        self._schedule_rebuild()
+
+    def on_unmount(self) -> None:
+        if self._stop_watch is not None:
+            self._stop_watch()
 
     def on_playbooks_loaded(self, message: PlaybooksLoaded) -> None:
         self.walker = message.walker
@@ -243,7 +284,9 @@ class TriageApp(App[int]):
         self.triage.view = TriageView(
             session=self.session.description, evidence=self.evidence, pending=self.pending,
             facts=self.facts, transcript=self.transcript, cursor=self.cursor,
-            walk_status=self.walk_status)
+            walk_status=self.walk_status, differential_open=self.differential_open,
+            target_hint=self.target_hint, changed=dict(self.changed),
+            live=self._stop_watch is not None)
 
     def _move(self, cursor: int) -> None:
         self.cursor = walkstate.clamp(cursor, self.transcript)
@@ -259,7 +302,9 @@ class TriageApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # ``enter`` is a priority binding so lists don't swallow it; text boxes still need it.
-        return not (action == "follow" and isinstance(self.focused, Input | TextArea))
+        # On an evidence row ``enter`` opens the row whole (the table's own binding).
+        return not (action == "follow"
+                    and isinstance(self.focused, Input | TextArea | EvidenceTable))
 
     def action_follow(self) -> None:
         step = walkstate.follow(self.cursor, self.transcript)
@@ -275,10 +320,19 @@ class TriageApp(App[int]):
 
     def action_go_back(self) -> None:
         tabs = self.triage.query_one(EvidenceTabs)
-        if tabs.filter_open:
+        if self.triage.maximized is not None:
+            self.triage.minimize()
+        elif tabs.filter_open:
             tabs.close_filter()
         elif self.cursor > 0:
-            self._move(self.cursor - 1)
+            back = self.cursor - 1
+            visit = walkstate.visit_at(back, self.transcript)
+            if visit is not None and visit.ref in self.overrides:
+                # Back over an override undoes it: the walk reads as the engine's own again.
+                self.overrides = {k: v for k, v in self.overrides.items() if k != visit.ref}
+                self._rewalk()
+                self.notify(f"Override at {visit.ref} undone.", title="back", markup=False)
+            self._move(back)
         else:
             self.notify("Already at the first step.", title="walk")
 
@@ -379,6 +433,39 @@ class TriageApp(App[int]):
     def action_show_tab(self, tab_id: str) -> None:
         self.triage.query_one(EvidenceTabs).show_tab(tab_id)
 
+    def action_tab_number(self, number: int) -> None:
+        self.triage.query_one(EvidenceTabs).show_tab_number(number)
+
+    def action_next_tab(self, delta: int) -> None:
+        self.triage.query_one(EvidenceTabs).next_tab(delta)
+
+    def action_view_row(self) -> None:
+        detail = self.triage.query_one(EvidenceTabs).highlighted_detail()
+        if detail is None:
+            self.notify("This tab has no rows to open.", title="view")
+            return
+        self._open_row(detail)
+
+    def on_evidence_tabs_row_opened(self, message: EvidenceTabs.RowOpened) -> None:
+        self._open_row(message.detail)
+
+    def _open_row(self, detail: RowDetail) -> None:
+        from gputriage.tui.screens.row_detail import RowDetailScreen
+
+        self.push_screen(RowDetailScreen(detail))
+
+    def action_zoom(self, panel: str) -> None:
+        """Show the fix (or the step) on the whole screen; again to return."""
+        widget = self.triage.query_one(FixPanel if panel == "fix" else StepPanel)
+        if self.triage.maximized is widget:
+            self.triage.minimize()
+        else:
+            self.triage.maximize(widget, container=False)
+
+    def action_toggle_differential(self) -> None:
+        self.differential_open = not self.differential_open
+        self._push()
+
     def action_copy(self) -> None:
         panel = self.triage.query_one(FixPanel)
         record = panel.selected_record
@@ -390,8 +477,8 @@ class TriageApp(App[int]):
         if not commands:
             self.notify("The fix has no read-only command to copy.", title="copy")
             return
-        self.copy_to_clipboard("\n".join(commands) + "\n")
-        self.notify(f"{len(commands)} read-only commands", title="copied to the clipboard")
+        self._put_on_clipboard("\n".join(commands) + "\n",
+                               f" ({len(commands)} read-only commands)")
 
     def on_fix_panel_command_chosen(self, message: FixPanel.CommandChosen) -> None:
         self._copy(message.command, message.mutates, message.why)
@@ -406,16 +493,24 @@ class TriageApp(App[int]):
 
             def copy_if_yes(yes: bool | None) -> None:
                 if yes:
-                    self.copy_to_clipboard(command)
-                    self.notify(clean(command), title="copied to the clipboard (changes state)",
-                                markup=False)
+                    self._put_on_clipboard(command, " (changes state)")
 
             self.push_screen(ConfirmScreen("This command changes state. Copy it?", command,
                                            why), copy_if_yes)
             return
-        self.copy_to_clipboard(command)
+        self._put_on_clipboard(command)
+
+    def _put_on_clipboard(self, text: str, note: str = "") -> None:
+        """OSC 52, the platform clipboard or a file; the toast names the ways that worked."""
+        from gputriage.tui.clipboard import copy_text, default_clipboard_file
+
+        self.copy_to_clipboard(text)  # OSC 52 on the app's own output stream
+        result = copy_text(text, osc52_sent=self._driver is not None and not self.is_headless,
+                           file=self.clipboard_file or default_clipboard_file())
+        self.last_copy = result
         # Cluster text in the command ([link=...], [@click=...]) shows verbatim, never markup.
-        self.notify(clean(command), title="copied to the clipboard", markup=False)
+        self.notify("\n".join([clean(text), *result.lines()]), title=result.title() + note,
+                    severity="information" if result.reached else "error", markup=False)
 
     def action_export(self) -> None:
         if self.transcript is None or self.facts is None:

@@ -28,6 +28,7 @@ def run_triage(triage: Triage, options: TriageOptions) -> int:
             notes_path=triage.notes_path(session.context),
             export_dir=options.tui.export_dir,
             extra_notes_file=options.walk.notes_file,
+            target_hint=_asked_for(triage, options),
         )
         app.run()
     finally:
@@ -38,6 +39,14 @@ def run_triage(triage: Triage, options: TriageOptions) -> int:
     if app.next_node:
         return run_triage(node_after(session, app.next_node, options), options)
     return app.return_code or 0
+
+
+def _asked_for(triage: Triage, options: TriageOptions) -> str:
+    """``ns/pod`` from the command line, for the header's first frame ("" when unknown)."""
+    namespace = options.cluster.namespace
+    if triage.kind != "pod" or "/" in triage.name or not namespace:
+        return ""  # deploy/x: the pod is chosen later
+    return f"{namespace}/{triage.name}"
 
 
 def pick_scenario(choices: list[tuple[str, str]]) -> str | None:

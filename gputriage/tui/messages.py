@@ -47,3 +47,10 @@ class PlaybooksFailed(Message):
     """The playbooks could not be loaded: the evidence panels still work, the walk does not."""
 
     error: str
+
+
+@dataclass
+class EvidenceChanged(Message):
+    """A watch saw the pod, its events or its node change; this is the key collected again."""
+
+    evidence: Evidence

@@ -17,6 +17,7 @@ from typing import Any
 from gputriage.evidence.model import DESCRIPTIONS, Evidence, EvidenceSet, Key, LineRef, Status
 from gputriage.facts.model import FactGroup, FactSet
 from gputriage.textsafe import inert_line
+from gputriage.tui.source_states import SourceState, reading
 
 #: Log tabs keep the newest lines only: a table of a million journal lines helps nobody.
 MAX_LOG_ROWS = 2000
@@ -35,6 +36,8 @@ class Row:
     cells: tuple[str, ...]
     tone: str = ""  # "" | "ok" | "warning" | "error": how alarming the row is
     cited: bool = False  # the current step or verdict cites this row's line
+    source: str = ""  # where the row's line is: the evidence source (file or API path)
+    line: int = 0  # 1-based line in that source; 0 when the row has no single line
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,10 @@ def _maps(group: FactGroup | None, name: str) -> list[Mapping[str, Any]]:
     return [i for i in items if isinstance(i, Mapping)]
 
 
+def _as_line(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _line_cited(ev: Evidence, line: Any, cited: Cited) -> bool:
     return isinstance(line, int) and (ev.source, line) in cited
 
@@ -136,7 +143,8 @@ def events_table(facts: FactSet | None, evidence: EvidenceSet, pending: frozense
             rows.append(Row((label, cell(e.get("type")), cell(e.get("reason")),
                              cell(e.get("count")), cell(e.get("last")), cell(e.get("message")),
                              cell(e.get("line"))),
-                            "warning" if warning else "", _line_cited(ev, e.get("line"), cited)))
+                            "warning" if warning else "", _line_cited(ev, e.get("line"), cited),
+                            ev.source, _as_line(e.get("line"))))
     return TableData(cols, tuple(rows), "; ".join(notes))
 
 
@@ -218,7 +226,7 @@ def _log_rows(ev: Evidence, cited: Cited, keep: Callable[[str], bool] | None = N
             continue
         matched += 1
         tone = "error" if _ALARMING.search(text) else ""
-        rows.append(Row((str(i), cell(text)), tone, is_cited))
+        rows.append(Row((str(i), cell(text)), tone, is_cited, ev.source, i))
     return rows[-MAX_LOG_ROWS:], matched
 
 
@@ -263,7 +271,8 @@ def xid_table(facts: FactSet | None, evidence: EvidenceSet, pending: frozenset[K
                              cell(x.get("action")),
                              cell(x.get("line"))),
                             "error" if hardware else "warning",
-                            _line_cited(ev, x.get("line"), cited)))
+                            _line_cited(ev, x.get("line"), cited), ev.source,
+                            _as_line(x.get("line"))))
     v = group.values
     facts_note = []
     if v.get("fallen_off_bus"):
@@ -351,7 +360,8 @@ def container_log_table(facts: FactSet | None, evidence: EvidenceSet, pending: f
         source = next((src for k, src in sources.items() if k.value == log or log in src),
                       "")
         rows.append(Row((cell(log), cell(line), cell(s.get("id")), cell(s.get("text"))),
-                        "error", isinstance(line, int) and (source, line) in cited))
+                        "error", isinstance(line, int) and (source, line) in cited, source,
+                        _as_line(line)))
     oom = group.values.get("oom")
     note = f"{len(rows)} known failure signatures"
     if isinstance(oom, Mapping) and oom:
@@ -376,8 +386,12 @@ def sources_table(facts: FactSet | None, evidence: EvidenceSet, pending: frozens
             rows.append(Row((key.value, "collecting", DESCRIPTIONS[key], "-", "-")))
             continue
         ev = evidence[key]
-        tone = {Status.OK: "ok", Status.UNAVAILABLE: ""}.get(ev.status, "error")
-        rows.append(Row((key.value, ev.status.value, cell(ev.detail), cell(ev.source),
+        state = reading(ev, facts)
+        tone = {SourceState.OK: "ok", SourceState.FAILED: "error"}.get(state.state, "")
+        detail = state.why if state.state is SourceState.NOT_APPLICABLE else ev.detail
+        shown = (f"failed: {ev.status.value}" if state.state is SourceState.FAILED
+                 else state.state.value)
+        rows.append(Row((key.value, shown, cell(detail), cell(ev.source),
                          f"{ev.elapsed_s:.2f}s" if ev.elapsed_s else "-"), tone))
     return TableData(cols, tuple(rows), "r re-collects every source")
 
@@ -410,3 +424,28 @@ TABS: tuple[TabSpec, ...] = (
     TabSpec("logs", "Logs", container_log_table),
     TabSpec("sources", "Sources", sources_table),
 )
+
+
+@dataclass(frozen=True)
+class RowDetail:
+    """One evidence row opened whole: where it is, the full line, every cell uncut."""
+
+    title: str
+    citation: str  # "bundle/kubelet.log:12" or "GET /api/v1/...:3", "" when none
+    line: str  # the whole source line, inert, never cut ("" when the row has no line)
+    fields: tuple[tuple[str, str], ...]  # (column, cell) in column order
+
+
+def row_detail(title: str, columns: tuple[str, ...], row: Row,
+               evidence: EvidenceSet) -> RowDetail:
+    """The detail of ``row``: its source line read back whole from the evidence."""
+    full = ""
+    if row.source and row.line:
+        ev = next((e for e in evidence.values() if e.source == row.source), None)
+        if ev is not None:
+            lines = _lines(ev.raw)
+            if 0 < row.line <= len(lines):
+                full = inert_line(lines[row.line - 1]).strip()
+    citation = f"{row.source}:{row.line}" if row.source and row.line else row.source
+    return RowDetail(title, inert_line(citation), full, tuple(zip(columns, row.cells,
+                                                                   strict=False)))

@@ -26,6 +26,10 @@ class TriageView:
     transcript: Transcript | None = None
     cursor: int = 0
     walk_status: str = "loading playbooks…"  # why there is no walk yet ("" once there is)
+    target_hint: str = ""  # "ns/pod" as asked for, shown until the pod's facts arrive
+    differential_open: bool = False  # the verdict's alternatives shown with their evidence
+    live: bool = False  # a watch follows the pod, its events and its node
+    changed: dict[Key, float] = field(default_factory=dict)  # key -> when a watch updated it
 
     @property
     def visit(self) -> Visit | None:

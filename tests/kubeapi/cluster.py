@@ -7,8 +7,10 @@ structure as on a real cluster. Node addresses are private (10.x) and must never
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import hashlib
+import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,10 @@ class Cluster:
     service_upstreams: dict[tuple[str, str], str] = field(default_factory=dict)
     _sorted: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     _rv: int = 1000
+    #: Every change after start-up, for watches: (resourceVersion, type, group, plural, object).
+    changes: list[tuple[int, str, str, str, Obj]] = field(default_factory=list)
+    #: Notified on every change, so a watch wakes at once.
+    changed: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def resources(self) -> tuple[Resource, ...]:
@@ -76,17 +82,26 @@ class Cluster:
             ns = meta.get("namespace", "") if r.namespaced else ""
             meta.setdefault("uid", uid_for(r.kind, ns, meta["name"]))
             meta.setdefault("creationTimestamp", ts())
-            self._rv += 1
-            meta["resourceVersion"] = str(self._rv)
-            self.objects.setdefault((r.group, r.plural), {})[(ns, meta["name"])] = obj
-            self._sorted.pop((r.group, r.plural), None)
+            with self.changed:
+                self._rv += 1
+                meta["resourceVersion"] = str(self._rv)
+                store = self.objects.setdefault((r.group, r.plural), {})
+                kind = "MODIFIED" if (ns, meta["name"]) in store else "ADDED"
+                store[(ns, meta["name"])] = obj
+                self._sorted.pop((r.group, r.plural), None)
+                self.changes.append((self._rv, kind, r.group, r.plural, copy.deepcopy(obj)))
+                self.changed.notify_all()
         return self
 
     def remove(self, obj: Obj) -> Cluster:
         r = self.resource_for(obj)
         meta = obj["metadata"]
-        del self.objects[(r.group, r.plural)][(meta.get("namespace", ""), meta["name"])]
-        self._sorted.pop((r.group, r.plural), None)
+        with self.changed:
+            del self.objects[(r.group, r.plural)][(meta.get("namespace", ""), meta["name"])]
+            self._sorted.pop((r.group, r.plural), None)
+            self._rv += 1
+            self.changes.append((self._rv, "DELETED", r.group, r.plural, copy.deepcopy(obj)))
+            self.changed.notify_all()
         return self
 
     def get(self, group: str, plural: str, namespace: str, name: str) -> Obj | None:

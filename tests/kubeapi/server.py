@@ -25,7 +25,8 @@ import socket
 import ssl
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.message import Message
 from functools import cache
@@ -105,6 +106,8 @@ class _Reply:
     body: bytes
     content_type: str = "application/json"
     endless: bool = False  # chunked: ``body`` first, then a chunk every 50 ms, forever
+    #: For a watch: yields each event line (JSON + newline); sent chunked as it comes.
+    stream: Callable[[], Iterator[bytes]] | None = None
 
 
 @dataclass
@@ -400,7 +403,7 @@ class KubeAPI:
                            attrs.name):
             return _forbidden(user.name, attrs)
         if attrs.verb == "watch":
-            return _status(400, "BadRequest", "the test API does not serve watches")
+            return self._watch(attrs, query)
         if attrs.subresource == "log" and r.plural == "pods":
             return self._pod_log(attrs, query)
         if attrs.subresource == "proxy" and r.plural == "nodes":
@@ -492,6 +495,60 @@ class KubeAPI:
                 meta["remainingItemCount"] = hi - i
         return _json(200, {"kind": r.list_kind, "apiVersion": r.group_version,
                            "metadata": meta, "items": items})
+
+    def _watch(self, attrs: _Attrs, query: Mapping[str, list[str]]) -> _Reply:
+        """A watch (GET ...?watch=true): ADDED for what exists when no resourceVersion is
+        given, then every change after it, one JSON event per line, until
+        ``timeoutSeconds`` (capped at 60 s) or the server stops."""
+        r = attrs.resource
+        fs = query.get("fieldSelector", [""])[0]
+        ls = query.get("labelSelector", [""])[0]
+        preds: list[Callable[[Mapping[str, Any]], bool]] = []
+        if fs:
+            preds.append(field_predicate(fs, r.plural))
+        if ls:
+            preds.append(label_predicate(ls))
+        try:
+            timeout = min(60.0, float(query.get("timeoutSeconds", ["60"])[0] or 60))
+            since = int(query.get("resourceVersion", ["0"])[0] or 0)
+        except ValueError:
+            return _status(400, "BadRequest", "timeoutSeconds and resourceVersion are numbers")
+        cluster = self.cluster
+        stopped = self._stop
+
+        def matches(obj: Mapping[str, Any]) -> bool:
+            ns = obj.get("metadata", {}).get("namespace", "")
+            return (not attrs.namespace or ns == attrs.namespace) and all(p(obj) for p in preds)
+
+        def line(kind: str, obj: Mapping[str, Any]) -> bytes:
+            shown = {**obj, "apiVersion": r.group_version, "kind": r.kind}
+            return json.dumps({"type": kind, "object": shown}).encode() + b"\n"
+
+        def events() -> Iterator[bytes]:
+            deadline = time.monotonic() + timeout
+            with cluster.changed:
+                start = since
+                if not since:  # no resourceVersion: the current state first, as ADDED
+                    start = int(cluster.resource_version)
+                    current = [o for o in cluster.objects.get((r.group, r.plural), {}).values()
+                               if matches(o)]
+                else:
+                    current = []
+            for obj in current:
+                yield line("ADDED", obj)
+            seen = start
+            while time.monotonic() < deadline and not stopped.is_set():
+                with cluster.changed:
+                    fresh = [c for c in cluster.changes if c[0] > seen]
+                    if not fresh:
+                        cluster.changed.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+                        continue
+                for rv, kind, group, plural, obj in fresh:
+                    seen = rv
+                    if (group, plural) == (r.group, r.plural) and matches(obj):
+                        yield line(kind, obj)
+
+        return _Reply(200, b"", "application/json", stream=events)
 
     def _pod_log(self, attrs: _Attrs, query: Mapping[str, list[str]]) -> _Reply:
         pod = self.cluster.get("", "pods", attrs.namespace, attrs.name)
@@ -660,6 +717,20 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "GET":
             self.close_connection = True
         date = dt.datetime.now(dt.UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
+        if reply.stream is not None:  # a watch: chunked, one event per chunk, as it happens
+            self.wfile.write((f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
+                              f"Content-Type: {reply.content_type}\r\n"
+                              "Transfer-Encoding: chunked\r\n"
+                              f"Cache-Control: no-cache, private\r\nDate: {date}\r\n\r\n"
+                              ).encode())
+            try:
+                for chunk in reply.stream():
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                self.close_connection = True
+            return
         head = (f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
                 f"Content-Type: {reply.content_type}\r\n"
                 f"Content-Length: {len(reply.body)}\r\n"

@@ -38,7 +38,8 @@ def make_app(bundle: Path, walker: HandWalker | None, tmp_path: Path,
     factory = (lambda: (walker, ())) if walker is not None else None
     return TriageApp(session or CountingSession(bundle, description="bundle demo"),
                      walker_factory=factory, notes_path=tmp_path / "notes" / "n.json",
-                     export_dir=tmp_path / "out", clock=lambda: NOW)
+                     export_dir=tmp_path / "out", clock=lambda: NOW,
+                     clipboard_file=tmp_path / "clipboard.txt")
 
 
 async def settle(pilot: Pilot[int], app: TriageApp) -> None:

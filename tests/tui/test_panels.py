@@ -72,7 +72,9 @@ def test_the_verdict_shows_severity_summary_and_evidence() -> None:
 
 
 def test_without_a_walk_the_panel_says_why() -> None:
-    assert panel_content(TriageView(session="s")).plain == "Walk\nloading playbooks…"
+    # Before any walk the panel is the verdict's skeleton: what it will hold, what it awaits.
+    assert panel_content(TriageView(session="s")).plain == ("Verdict  ·  not yet\n"
+                                                          "loading playbooks…")
     empty = Transcript("", warnings=("no playbook routes a Succeeded pod",))
     assert panel_content(view(empty)).plain == "Walk\nno playbook routes a Succeeded pod"
 
@@ -88,9 +90,9 @@ def test_status_bar_spins_per_pending_key_then_names_failures() -> None:
                                      pending=frozenset({Key.KUBELET_LOG})), 3).plain
     assert busy.startswith("Sources 1/5 ok")
     assert f"{SPINNER[3]} kubelet" in busy and "r retries" not in busy
-    assert "⏱ dmesg (timeout: ssh gpu-7: journalctl -k did not answer in 10 s)" in busy
+    assert "⏱ dmesg (failed: timeout: ssh gpu-7: journalctl -k did not answer in 10 s)" in busy
     # Long reasons are cut to MAX_REASON characters (the Sources tab has them whole).
-    assert "⊘ nvidia-smi (forbidden: sudo: a password is required sudo: a password i…)" \
+    assert "⊘ nvidia-smi (failed: forbidden: sudo: a password is required sudo: a password i…)" \
         in busy
     assert "– not collected: lsmod" in busy
     done = status_content(TriageView(session="s", evidence=evidence), 0).plain

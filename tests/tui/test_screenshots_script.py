@@ -20,7 +20,7 @@ def test_screenshots_of_one_scenario(tmp_path: Path) -> None:
                     "--scenario", "pending-insufficient-gpu"], check=True, cwd=tmp_path,
                    capture_output=True, timeout=180)
     names = sorted(p.name for p in out.iterdir())
-    screens = ["evidence", "help", "override", "start", "verdict"]
+    screens = ["detail", "evidence", "help", "override", "start", "verdict", "verdict-80x24"]
     assert names == sorted(f"pending-insufficient-gpu-{s}.{ext}" for s in screens
                            for ext in ("png", "svg"))
     start = (out / "pending-insufficient-gpu-start.svg").read_text()

@@ -1,28 +1,37 @@
-"""How the triage screen looks: a few SVG snapshots at a pinned size, with fixed content.
+"""How each screen and dialog looks, at 80x24 and at 160x48: SVG snapshots by feature.
 
 Regenerate after an intended change with ``pytest tests/tui/test_snapshots.py
---snapshot-update`` and review the SVGs. Nothing here depends on a clock: the bundle, the walk
-and the session's description are fixed, and every snapshot waits until all evidence settled
-(no spinner frames).
+--snapshot-update`` and review the SVGs. Nothing here depends on a clock or on where the
+checkout or the temp dir is: the bundle, the walk and the session's description are fixed
+(a ``BundleSession`` left to describe itself would print its absolute path in the header, and
+so would every snapshot), every snapshot waits until all evidence settled (no spinner frames),
+and ``test_snapshots_do_not_depend_on_the_path`` proves it.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
 from gputriage.tui.app import TriageApp
+from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
 from tests.tui.bundles import HandWalker, write_bundle
 from tests.tui.harness import make_app, settle
+from tests.tui.test_reading import differential_walker
 
-SIZE = (120, 40)
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 
 
-def app_for(tmp_path: Path) -> TriageApp:
+def app_for(tmp_path: Path, differential: bool = False) -> TriageApp:
     bundle = write_bundle(tmp_path, hostile=False)
-    return make_app(bundle, HandWalker(bundle), tmp_path)
+    walker = HandWalker(bundle)
+    return make_app(bundle, differential_walker(walker, bundle) if differential else walker,
+                    tmp_path)
 
 
 async def settled(pilot: Pilot[Any]) -> None:
@@ -30,16 +39,55 @@ async def settled(pilot: Pilot[Any]) -> None:
     await settle(pilot, pilot.app)
 
 
-def test_verdict(snap_compare: Any, tmp_path: Path) -> None:
-    assert snap_compare(app_for(tmp_path), press=["enter", "enter"], terminal_size=SIZE,
-                        run_before=settled)
+async def open_second_event(pilot: Pilot[Any]) -> None:
+    await settled(pilot)
+    app = pilot.app
+    assert isinstance(app, TriageApp)
+    tabs = app.triage.query_one(EvidenceTabs)
+    table = tabs.active_table()
+    table.focus()
+    table.move_cursor(row=0)
+    await pilot.pause()
 
 
-def test_override_menu(snap_compare: Any, tmp_path: Path) -> None:
-    assert snap_compare(app_for(tmp_path), press=["enter", "o"], terminal_size=SIZE,
-                        run_before=settled)
+#: feature -> (keys pressed after settling, what runs before, the differential walker?)
+FEATURES: dict[str, tuple[list[str], Callable[[Pilot[Any]], Awaitable[None]], bool]] = {
+    "first_screen": ([], settled, False),
+    "verdict": (["enter", "enter"], settled, False),
+    "verdict_differential": (["enter", "enter", "x"], settled, True),
+    "override_menu": (["enter", "o"], settled, False),
+    "waiting_question": (["enter", "o", "down", "enter"], settled, False),
+    "help": (["question_mark"], settled, False),
+    "row_detail": (["enter"], open_second_event, False),
+    "fix_zoomed": (["enter", "enter", "f"], settled, False),
+    "tab_by_number": (["4"], settled, False),
+}
 
 
-def test_waiting_question_after_an_override(snap_compare: Any, tmp_path: Path) -> None:
-    assert snap_compare(app_for(tmp_path), press=["enter", "o", "down", "enter"],
-                        terminal_size=SIZE, run_before=settled)
+CASES = [(f, s) for f in FEATURES for s in SIZES]
+
+
+@pytest.mark.parametrize(("feature", "size"), CASES)
+def test_screen(snap_compare: Any, tmp_path: Path, feature: str, size: str) -> None:
+    press, before, differential = FEATURES[feature]
+    assert snap_compare(app_for(tmp_path, differential), press=press,
+                        terminal_size=SIZES[size], run_before=before)
+
+
+def _normalized(svg: str) -> str:
+    """The SVG as pytest-textual-snapshot compares it (its random id prefix removed)."""
+    return re.sub(r"\bterminal-\d+-", "terminal-", svg)
+
+
+async def _svg(root: Path) -> str:
+    app = app_for(root)
+    async with app.run_test(size=SIZES["80x24"]) as pilot:
+        await settle(pilot, app)
+        await pilot.press("enter", "enter")
+        await pilot.pause()
+        return _normalized(app.export_screenshot())
+
+
+async def test_snapshots_do_not_depend_on_the_path(tmp_path: Path) -> None:
+    short, deep = tmp_path / "a", tmp_path / "a-much-longer-checkout" / "with" / "depth"
+    assert await _svg(short) == await _svg(deep)

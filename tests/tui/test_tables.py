@@ -171,7 +171,7 @@ def test_sources_tab_gives_every_status_and_reason() -> None:
                            elapsed_s=0.25),
                   Evidence(Key.DMESG, Status.FORBIDDEN, "dmesg: Operation not permitted"))
     data = tables.sources_table(None, ev, frozenset({Key.KUBELET_LOG}), frozenset())
-    assert [r.cells[:2] for r in data.rows] == [("pod", "ok"), ("dmesg", "forbidden"),
+    assert [r.cells[:2] for r in data.rows] == [("pod", "ok"), ("dmesg", "failed: forbidden"),
                                                 ("kubelet", "collecting")]
     assert data.rows[0].cells[4] == "0.25s" and data.rows[0].tone == "ok"
     assert data.rows[1].cells[2] == "dmesg: Operation not permitted"

@@ -21,55 +21,91 @@ from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
 from gputriage.tui.widgets.fix_panel import FixPanel
 from gputriage.tui.widgets.source_status import SourceStatus
 from gputriage.tui.widgets.step_panel import StepPanel
-from gputriage.tui.widgets.target_header import TargetHeader
+from gputriage.tui.widgets.target_header import TargetHeader, header_content
 from gputriage.tui.widgets.walk_path import WalkPath
 
-#: k9s-familiar keys. The help screen and the command palette are generated from this list.
+#: k9s-familiar keys. The help screen and the command palette are generated from this list;
+#: the footer shows them in this order, so the ones an SRE needs at 80 columns come first.
 TRIAGE_BINDINGS: list[BindingType] = [
     Binding("enter", "app.follow", "Follow", priority=True, tooltip="Take the proposed branch"),
     Binding("o", "app.override", "Override", tooltip="Take another branch at this step"),
     Binding("b,escape", "app.go_back", "Back", key_display="b",
-            tooltip="Go back one step (esc also closes the filter)"),
+            tooltip="Go back one step, undoing the override made there (esc also closes "
+                    "the filter)"),
+    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command (asks first "
+            "when it changes state)"),
+    Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
+    Binding("f", "app.zoom('fix')", "Fix", tooltip="Every fix command on the whole screen "
+            "(again or esc to return)"),
+    Binding("v", "app.view_row", "View", tooltip="Read the highlighted evidence row whole "
+            "(enter or space on a row too)"),
+    Binding("1", "app.tab_number(1)", "Tabs", key_display="1-9",
+            tooltip="Evidence tab by number, or the next one ([ the previous one)"),
+    Binding("question_mark", "app.help", "Help", key_display="?", tooltip="Keys and legend"),
+    Binding("q", "app.quit", "Quit", tooltip="Leave gputriage"),
     Binding("a", "app.answer", "Answer", tooltip="Answer the question the walk waits on"),
+    Binding("z", "app.zoom('step')", "Zoom", tooltip="The step or verdict on the whole screen "
+            "(again or esc to return)"),
+    Binding("right_square_bracket", "app.next_tab(1)", "Next tab", key_display="]", show=False,
+            tooltip="The evidence tab to the right"),
+    Binding("x", "app.toggle_differential", "Expand",
+            tooltip="Show or hide the evidence behind the other findings at the verdict"),
     Binding("n", "app.note", "Note", tooltip="Write a note (saved at once)"),
     Binding("r", "app.refresh", "Refresh", tooltip="Collect every source again"),
     Binding("slash", "app.filter", "Filter", key_display="/",
             tooltip="Filter the rows of the evidence tabs"),
-    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command (asks first "
-            "when it changes state)"),
+    Binding("left_square_bracket", "app.next_tab(-1)", "Previous tab", key_display="[",
+            show=False, tooltip="The evidence tab to the left"),
     Binding("C", "app.copy_read_only", "Copy read-only", show=False,
             tooltip="Copy every read-only command of the fix"),
-    Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
     Binding("N", "app.triage_node", "Triage node", show=False,
             tooltip="Walk the node this verdict blames (gputriage node)"),
-    Binding("question_mark", "app.help", "Help", key_display="?", tooltip="Keys and legend"),
-    Binding("q", "app.quit", "Quit", tooltip="Leave gputriage"),
     Binding("colon", "app.command_palette", "Palette", key_display=":",
             tooltip="Every action by name"),
     Binding("t", "app.next_theme", "Next theme", show=False, tooltip="Switch to the next theme"),
 ]
 
+#: ``1``..``9``: the evidence tabs by position (shown as one "1-9" entry in footer and help).
+TAB_NUMBER_BINDINGS: list[BindingType] = [
+    Binding(str(i), f"app.tab_number({i})", f"Tab {i}", show=False) for i in range(2, 10)
+]
+
 
 class TriageScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = TRIAGE_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*TRIAGE_BINDINGS, *TAB_NUMBER_BINDINGS]
 
     view: reactive[TriageView | None] = reactive(None, always_update=True)
 
     def compose(self) -> ComposeResult:
-        yield TargetHeader(id="header")
+        # Built with its text when the app already handed down a view: the pod header is in
+        # the very first frame rather than one refresh later.
+        yield TargetHeader(header_content(self.view) if self.view is not None else "",
+                           id="header")
         with Horizontal(id="top"):
             yield WalkPath(id="walk")
             with Vertical(id="detail"):
                 yield StepPanel(id="step")
                 yield FixPanel(id="fix")
+        # Not Lazy-mounted: a DataTable filled before its pane had a size measured its columns
+        # too narrow, nondeterministically (seen in snapshots), so the tabs mount with the rest.
         yield EvidenceTabs(id="evidence")
         yield SourceStatus(id="sources")
-        yield Footer(show_command_palette=False)
+        yield Footer(show_command_palette=False, compact=True)
+
+    #: Below this size the compact layout applies (80x24 must show verdict, fix and keys).
+    COMPACT_WIDTH, COMPACT_HEIGHT = 100, 32
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.COMPACT_WIDTH
+                       or self.size.height < self.COMPACT_HEIGHT, "-compact")
 
     def on_mount(self) -> None:
         for selector, title in (("#walk", "Walk"), ("#step", "Step"), ("#fix", "Fix")):
             self.query_one(selector).border_title = title
         self.query_one(WalkPath).focus()
+        # The app handed the first view down before this screen was mounted: show it now, so
+        # the first frame already has the pod header and the verdict's skeleton.
+        self.watch_view(self.view)
 
     def watch_view(self, view: TriageView | None) -> None:
         if view is None or not self.is_mounted:

@@ -7,14 +7,19 @@ those tables, keeps the filter, and marks the rows the current step cites. Cells
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
-from gputriage.tui.tables import TABS, Row, TableData, cited_set
+from gputriage.tui.tables import TABS, Cited, Row, RowDetail, TableData, cited_set, row_detail
 from gputriage.tui.view import TriageView
 
 TONE_STYLES = {"ok": "green", "warning": "yellow", "error": "red", "": ""}
@@ -30,11 +35,21 @@ def row_cells(row: Row) -> list[Text]:
 
 
 class EvidenceTable(DataTable[Text]):
-    """One tab's rows."""
+    """One tab's rows; ``enter`` or ``space`` opens the highlighted row whole."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "select_cursor", "Open row", show=False),
+    ]
 
 
 class EvidenceTabs(Vertical):
     """The tabbed evidence panels with a row filter (``/``)."""
+
+    @dataclass
+    class RowOpened(Message):
+        """The SRE asked to read a row whole (``enter``/``space`` on it, or ``v``)."""
+
+        detail: RowDetail
 
     view: reactive[TriageView | None] = reactive(None, always_update=True)
     row_filter: reactive[str] = reactive("")
@@ -42,6 +57,9 @@ class EvidenceTabs(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.shown: dict[str, TableData] = {}
+        #: The citations the tabs last followed: a new step or verdict brings up its tab once,
+        #: after which the SRE's own choice of tab stands.
+        self._followed: Cited = frozenset()
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter rows in every tab (esc clears)", id="filter")
@@ -77,6 +95,43 @@ class EvidenceTabs(Vertical):
 
     def show_tab(self, tab_id: str) -> None:
         self.query_one(TabbedContent).active = f"tab-{tab_id}"
+
+    def active_id(self) -> str:
+        pane = self.query_one(TabbedContent).active or f"tab-{TABS[0].id}"
+        return pane.removeprefix("tab-")
+
+    def show_tab_number(self, number: int) -> None:
+        """``1`` is the first tab; numbers past the last tab do nothing."""
+        if 1 <= number <= len(TABS):
+            self.show_tab(TABS[number - 1].id)
+
+    def next_tab(self, delta: int) -> None:
+        ids = [spec.id for spec in TABS]
+        self.show_tab(ids[(ids.index(self.active_id()) + delta) % len(ids)])
+
+    def highlighted_detail(self) -> RowDetail | None:
+        """The active tab's highlighted row, whole (None when the tab has no rows)."""
+        tab = self.active_id()
+        data = self.shown.get(tab)
+        table = self.active_table()
+        if data is None or not data.rows or self.view is None:
+            return None
+        index = min(max(table.cursor_row, 0), len(data.rows) - 1)
+        return self._detail(tab, data, index)
+
+    def _detail(self, tab: str, data: TableData, index: int) -> RowDetail:
+        title = next(spec.title for spec in TABS if spec.id == tab)
+        evidence = self.view.evidence if self.view is not None else None
+        assert evidence is not None
+        return row_detail(f"{title}: row {index + 1} of {len(data.rows)}", data.columns,
+                          data.rows[index], evidence)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        tab = self.active_id()
+        data = self.shown.get(tab)
+        if data is not None and 0 <= event.cursor_row < len(data.rows) and self.view:
+            self.post_message(self.RowOpened(self._detail(tab, data, event.cursor_row)))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
@@ -114,3 +169,15 @@ class EvidenceTabs(Vertical):
                 table.move_cursor(row=first_cited)
             count = f" ({len(data.rows)})" if data.rows and spec.id != "sources" else ""
             tabs.get_tab(f"tab-{spec.id}").label = Content(spec.title + count)
+        self._follow(cited)
+
+    def _follow(self, cited: Cited) -> None:
+        """Bring up the first tab holding a cited row, when the citations changed."""
+        if not cited or cited == self._followed:
+            return
+        self._followed = cited
+        for spec in TABS:
+            data = self.shown.get(spec.id)
+            if data is not None and any(r.cited for r in data.rows):
+                self.show_tab(spec.id)
+                return

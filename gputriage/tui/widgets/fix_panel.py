@@ -38,6 +38,8 @@ class CommandList(OptionList, inherit_bindings=False):
 class FixPanel(Vertical):
     """Fix summary and commands of every finding of the walk."""
 
+    ALLOW_MAXIMIZE = True  # ``f`` / ``z``: the whole screen for it
+
     @dataclass
     class CommandChosen(Message):
         """The SRE clicked a command: copy it."""
@@ -54,8 +56,10 @@ class FixPanel(Vertical):
         self.records: tuple[FixCommand, ...] = ()  # one per command, same order
 
     def compose(self) -> ComposeResult:
-        yield Static(id="fix-text")
+        # Commands first: they are what the SRE came for, and never scroll out of sight.
+        yield Static(id="fix-head")
         yield CommandList(id="fix-commands")
+        yield Static(id="fix-text")
 
     @property
     def selected_command(self) -> str:
@@ -83,16 +87,20 @@ class FixPanel(Vertical):
         if view is None or not self.is_mounted:
             return
         findings = [f for f in view.findings if f.fix.summary or f.fix.commands]
+        head = self.query_one("#fix-head", Static)
         text = self.query_one("#fix-text", Static)
         # Copied text is what was shown: a command templated from cluster data stays inert.
         records = tuple(r for f in findings for r in f.fix.command_records() if r.text)
         commands = tuple(inert_line(r.text) for r in records)
         if not findings:
-            text.update(Content.styled("Fix: reach a verdict to see what to do.",
+            head.update(Content.styled("Fix: reach a verdict to see what to do.",
                                        "$text-muted"))
+            text.update("")
         else:
             label = "Fix" if view.at_verdict else "Fix (proposed: follow the walk to confirm)"
-            text.update(Content.assemble((label, "bold"), *_summaries(findings)))
+            head.update(Content.assemble((label, "bold"), (_commands_hint(len(commands)),
+                                                          "$text-muted")))
+            text.update(Content.assemble(*_summaries(findings)[1:]))
         if commands != self.commands or records != self.records:
             self.commands = commands
             self.records = records
@@ -117,3 +125,10 @@ def _summaries(findings: list[Finding]) -> list[str | tuple[str, str]]:
     for f in findings:
         parts += ["\n", (f"{inert_line(f.id)}: ", "$text-muted"), inert(f.fix.summary)]
     return parts
+
+
+def _commands_hint(count: int) -> str:
+    if not count:
+        return ""
+    what = "1 command" if count == 1 else f"{count} commands"
+    return f"  {what}: c copies the highlighted one, f shows them all"

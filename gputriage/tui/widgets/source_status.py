@@ -7,6 +7,8 @@ spinner runs only while something is pending, so a settled screen is still.
 
 from __future__ import annotations
 
+import time
+
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
@@ -15,6 +17,7 @@ from textual.widgets import Static
 
 from gputriage.evidence.model import Status
 from gputriage.textsafe import inert_line
+from gputriage.tui.source_states import SourceState, reading
 from gputriage.tui.view import TriageView
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -43,10 +46,15 @@ def status_content(view: TriageView, frame: int) -> Content:
         parts += ["  ", (f"{spin} {key.value}", "$accent")]
     failed = False
     unavailable: list[str] = []
+    not_applicable: list[str] = []
     for key, ev in view.evidence.items():
         if key in view.pending or ev.status is Status.OK:
             continue
-        if ev.status is Status.UNAVAILABLE:
+        state = reading(ev, view.facts)
+        if state.state is SourceState.NOT_APPLICABLE:
+            not_applicable.append(key.value)
+            continue
+        if state.state is SourceState.NOT_COLLECTED:
             unavailable.append(key.value)
             continue
         failed = True
@@ -55,13 +63,21 @@ def status_content(view: TriageView, frame: int) -> Content:
         if len(reason) > MAX_REASON:
             reason = reason[: MAX_REASON - 1] + "…"
         parts += ["  ", (f"{mark} {key.value}", style),
-                  (f" ({ev.status.value}: {reason})" if reason else f" ({ev.status.value})",
-                   "$text-muted")]
-    if unavailable:
-        mark, style = STATUS_MARKS[Status.UNAVAILABLE]
-        names = (", ".join(unavailable) if len(unavailable) <= MAX_NAMED
-                 else f"{len(unavailable)} sources")
-        parts += ["  ", (f"{mark} not collected: {names}", style)]
+                  (f" (failed: {ev.status.value}: {reason})" if reason
+                   else f" (failed: {ev.status.value})", "$text-muted")]
+    for label, names in (("not applicable", not_applicable), ("not collected", unavailable)):
+        if names:
+            mark, style = STATUS_MARKS[Status.UNAVAILABLE]
+            shown = (", ".join(names) if len(names) <= MAX_NAMED
+                     else f"{len(names)} sources")
+            parts += ["  ", (f"{mark} {label}: {shown}", style)]
+    if view.live:
+        parts += ["  ", ("● live", "bold $success")]
+        if view.changed:
+            stamps = ", ".join(
+                f"{key.value} {time.strftime('%H:%M:%S', time.localtime(when))}"
+                for key, when in sorted(view.changed.items(), key=lambda kv: kv[1]))
+            parts += [("  changed since launch: ", "$text-muted"), (stamps, "bold $warning")]
     if failed and not view.pending:
         parts += ["  ", ("r (or a click here) retries", "bold $accent")]
     return Content.assemble(*parts)

@@ -16,7 +16,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from gputriage.evidence.model import LineRef
-from gputriage.playbook.transcript import Finding, Outcome, Transcript, Visit
+from gputriage.playbook.transcript import Alternative, Finding, Outcome, Transcript, Visit
 from gputriage.textsafe import inert, inert_line
 from gputriage.tui import walkstate
 from gputriage.tui.view import TriageView
@@ -122,20 +122,58 @@ def finding_parts(finding: Finding) -> list[Part]:
     return parts
 
 
-def verdict_content(transcript: Transcript) -> Content:
+def alternative_parts(alt: Alternative, open_: bool) -> list[Part]:
+    """One other finding: id, title, how sure, why; its evidence when the list is open."""
+    severity = alt.severity.lower()
+    parts: list[Part] = ["\n  • ", (inert_line(alt.id), SEVERITY_STYLES.get(severity, "bold")),
+                         "  ", inert_line(alt.title)]
+    if alt.confidence:
+        parts.append((f"  [{inert_line(alt.confidence)}]", "$text-muted"))
+    if alt.because:
+        parts += ["\n    ", (inert_line(alt.because), "italic")]
+    if alt.branch:
+        parts += ["\n    ", (f"reached by o at {inert_line(alt.branch)}", "$text-muted")]
+    if open_:
+        if alt.evidence:
+            parts += [part if part != "\n  " else "\n      " for part in cited_lines(alt.evidence)]
+        else:
+            parts += ["\n      ", ("no cited lines", "$text-muted")]
+    return parts
+
+
+def differential_parts(transcript: Transcript, open_: bool) -> list[Part]:
+    """"Also consistent" and "ruled out" beside the verdict (``x`` opens their evidence)."""
+    parts: list[Part] = []
+    if transcript.confidence:
+        parts += ["\n\n", ("Confidence ", "bold"), inert_line(transcript.confidence)]
+    hint = "x hides their evidence" if open_ else "x shows their evidence"
+    for label, alts in (("Also consistent", transcript.consistent),
+                        ("Ruled out", transcript.ruled_out)):
+        if not alts:
+            continue
+        parts += ["\n\n", (f"{label} ({len(alts)})", "bold underline"),
+                  (f"  {hint}", "$text-muted")]
+        for alt in alts:
+            parts += alternative_parts(alt, open_)
+    return parts
+
+
+def verdict_content(transcript: Transcript, differential_open: bool = False) -> Content:
     label = "Undetermined" if transcript.undetermined else "Verdict"
     parts: list[Part] = [(label, "bold"), ("  ·  e exports the incident summary", "$text-muted")]
     for finding in transcript.findings:
         parts += ["\n\n", *finding_parts(finding)]
+    parts += differential_parts(transcript, differential_open)
     return Content.assemble(*parts)
 
 
 def panel_content(view: TriageView) -> Content:
     t = view.transcript
-    if t is None:
-        return Content.assemble(("Walk", "bold"), "\n", inert_line(view.walk_status))
+    if t is None:  # the verdict's skeleton: what the panel will hold, and what it waits for
+        return Content.assemble(("Verdict", "bold"), ("  ·  not yet", "$text-muted"), "\n",
+                                inert_line(view.walk_status))
     if view.at_verdict:
-        return verdict_content(t)
+        return verdict_content(t, view.differential_open)
     visit = view.visit
     if visit is None:
         reason = "; ".join(t.warnings) or "no playbook matched this pod yet"
@@ -145,6 +183,8 @@ def panel_content(view: TriageView) -> Content:
 
 class StepPanel(VerticalScroll, can_focus=False):
     """The step under the cursor, or the verdict."""
+
+    ALLOW_MAXIMIZE = True  # ``f`` / ``z``: the whole screen for it
 
     view: reactive[TriageView | None] = reactive(None, always_update=True)
 

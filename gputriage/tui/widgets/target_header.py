@@ -12,7 +12,8 @@ from gputriage.tui.view import TriageView, gpu_request
 
 def header_content(view: TriageView) -> Content:
     target = view.facts.target if view.facts is not None else None
-    pod = f"{target.namespace}/{target.pod}" if target is not None and target.pod else "…"
+    pod = (f"{target.namespace}/{target.pod}" if target is not None and target.pod
+           else view.target_hint or "…")
     node = (view.pod_value("node") or (target.node if target is not None else "")
             or "not scheduled")
     phase = view.pod_value("phase") or "…"
