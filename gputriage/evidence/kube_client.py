@@ -303,16 +303,25 @@ class KubeClient:
         HTTP stack to the caller (``gputriage.evidence.watch`` retries)."""
         params = [(k, str(v)) for k, v in query.items()]
         params += [("watch", "true"), ("timeoutSeconds", str(seconds))]
-        with self._auth_lock:
-            method, url, headers, body, post = self._api.param_serialize(
-                "GET", quote(path), query_params=params,
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
-        response = self._api.call_api(method, url, headers, body, post,
-                                      _request_timeout=(self.timeout, seconds + self.timeout)
-                                      ).response
+        chunks: Iterator[bytes]
+        if self._lean is not None:
+            response: Any = self._lean.get(quote(path), params, seconds + self.timeout)
+            if response.status != 200:
+                response.close()
+                raise OSError(f"watch {path}: HTTP {response.status}")
+            chunks = iter(lambda: response.read1(65536), b"")
+        else:
+            with self._auth_lock:
+                method, url, headers, body, post = self._api.param_serialize(
+                    "GET", quote(path), query_params=params,
+                    header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+            response = self._api.call_api(method, url, headers, body, post,
+                                          _request_timeout=(self.timeout, seconds + self.timeout)
+                                          ).response
+            chunks = response.stream(None)
         try:
             buffer = b""
-            for chunk in response.stream(None):
+            for chunk in chunks:
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)

@@ -19,6 +19,7 @@ import pytest
 from gputriage.cli import main
 from tests.conftest import require_tool
 from tests.kubeapi import KubeAPI
+from tests.live import open_live
 from tests.sshd import SshLab
 
 pytestmark = pytest.mark.integration
@@ -128,7 +129,6 @@ def _operator_on_gpu_node_1(cl: Any) -> None:
 
 def test_gpu_operator_components_and_validator_logs(kube_api: KubeAPI, kube_cluster: Any,
                                                     kubeconfig: Path, tmp_path: Path) -> None:
-    from gputriage.evidence.live import LiveSession
     from gputriage.evidence.model import Key
     from gputriage.facts.build import build_facts
     from tests.integration.conftest import node_overrides
@@ -139,7 +139,7 @@ def test_gpu_operator_components_and_validator_logs(kube_api: KubeAPI, kube_clus
     args = build_parser().parse_args(["triage", "trainer-0", "-n", "ml", "--kubeconfig",
                                       str(kubeconfig), "--ssh", "off",
                                       *node_overrides(kube_cluster)])
-    session = LiveSession.from_args(args)
+    session = open_live(args)
     try:
         evidence = session.collect_all()
     finally:

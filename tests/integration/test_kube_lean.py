@@ -21,12 +21,12 @@ import yaml
 from gputriage.cli import build_parser
 from gputriage.evidence.kube_client import KubeClient, load_config
 from gputriage.evidence.kube_lean import LeanAuth, lean_config
-from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import EvidenceSet, Key
 from gputriage.facts.build import build_facts
 from tests.integration.conftest import node_overrides
 from tests.kubeapi import KubeAPI, KubeContext
 from tests.kubeapi.server import _certificates
+from tests.live import open_live
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def _exec_kubeconfig(kube_api: KubeAPI, tmp_path: Path) -> Path:
 
 
 def _collect(config: Path, kube_api: KubeAPI) -> tuple[EvidenceSet, Any]:
-    session = LiveSession.from_args(_args(config, kube_api))
+    session = open_live(_args(config, kube_api))
     try:
         evidence = session.collect_all()
     finally:

@@ -6,10 +6,10 @@ import argparse
 import queue
 from collections.abc import Callable
 
-from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import Evidence, Key
 from tests.kubeapi import KubeAPI
 from tests.kubeapi.cluster import Cluster, event
+from tests.live import open_live
 
 pytestmark = __import__("pytest").mark.integration
 
@@ -17,7 +17,7 @@ pytestmark = __import__("pytest").mark.integration
 def test_watch_recollects_events_pod_and_node(kube_api: KubeAPI, kube_cluster: Cluster,
                                               live_args: Callable[..., argparse.Namespace]
                                               ) -> None:
-    session = LiveSession.from_args(live_args("trainer-0", "-n", "ml"))
+    session = open_live(live_args("trainer-0", "-n", "ml"))
     got: queue.Queue[Evidence] = queue.Queue()
     try:
         pod = session.broker.cluster.pod()  # type: ignore[attr-defined]
