@@ -13,6 +13,10 @@ from typing import Any
 #: Longest cited line kept in a LineRef; longer lines are cut (the line number still points
 #: at the whole line in the source).
 MAX_CITE_CHARS = 1000
+#: How much of a longer line is cleaned and redacted before the cut: far more than is kept, so
+#: a secret that starts in the kept part is redacted whole (a private key block without its
+#: END line is redacted to the window's end), while a 40 MB one-line file costs what 64 KiB do.
+REDACT_WINDOW = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +34,7 @@ class LineRef:
         if len(self.text) > MAX_CITE_CHARS:
             from gputriage.textsafe import clean
 
-            object.__setattr__(self, "text", clean(self.text, MAX_CITE_CHARS))
+            object.__setattr__(self, "text", clean(self.text[:REDACT_WINDOW], MAX_CITE_CHARS))
 
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.line else self.source
