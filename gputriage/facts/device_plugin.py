@@ -145,7 +145,7 @@ SPEC = GroupSpec(
 
 
 def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup]) -> FactGroup:
-    log_ev = evidence.get_or_missing(Key.DEVICE_PLUGIN_LOG)
+    log_ev = _plugin_log(evidence, earlier)
     pods_ev = evidence.get_or_missing(Key.NODE_PODS)
     if not log_ev.ok and not pods_ev.ok:
         return unknown_group(SPEC, f"{reason_for(log_ev)}; {reason_for(pods_ev)}")
@@ -163,6 +163,28 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     else:
         values["pod_reason"] = reason_for(pods_ev)
     return known(SPEC, values, cites)
+
+
+#: GPU-stack components whose own container log is a device-plugin log.
+_PLUGIN_COMPONENTS = ("nvidia-device-plugin", "hami", "volcano-device-plugin",
+                      "kubevirt-gpu-device-plugin")
+
+
+def _plugin_log(evidence: EvidenceSet, earlier: Mapping[str, FactGroup]) -> Evidence:
+    """The device plugin's log: ``device-plugin.log``, or, when the pod under triage is the
+    device plugin itself, its own container log (the previous one first: a crash-looping
+    plugin says why in the run that died)."""
+    log_ev = evidence.get_or_missing(Key.DEVICE_PLUGIN_LOG)
+    pod = earlier.get("pod")
+    if log_ev.ok or pod is None or not pod.known:
+        return log_ev
+    if pod.values.get("gpu_stack_component") not in _PLUGIN_COMPONENTS:
+        return log_ev
+    for key in (Key.CONTAINER_LOG_PREVIOUS, Key.CONTAINER_LOG):
+        own = evidence.get_or_missing(key)
+        if own.ok and own.raw.strip():
+            return own
+    return log_ev
 
 
 def _refs(ev: Evidence, lines: list[int]) -> list[LineRef]:
