@@ -55,6 +55,44 @@ class TriageView:
         return group.values.get(name) if group is not None and group.known else None
 
 
+#: Container reasons named in the header; more are counted (the Pod tab lists them all).
+MAX_STATE_REASONS = 2
+
+
+def pod_state(phase: str, reason: str, containers: Any, deleting: bool = False) -> str:
+    """The pod's state as an SRE reads it: ``Pending · ContainerCreating``,
+    ``Running · CrashLoopBackOff``, ``Failed · UnexpectedAdmissionError``.
+
+    The phase, then what says more than the phase (kubectl's STATUS column, from the same
+    fields): the pod's own ``status.reason``, else its containers' waiting reasons (an init
+    container's as ``Init:<reason>``), else the reasons of containers that ended in error;
+    ``Terminating`` once the pod is being deleted."""
+    details: list[str] = []
+    if reason:
+        details.append(reason)
+    else:
+        rows = [c for c in containers if isinstance(c, Mapping)] if isinstance(
+            containers, list) else []
+        for c in rows:
+            waiting = str(c.get("waiting_reason") or "")
+            if waiting and waiting != "PodInitializing":
+                details.append(f"Init:{waiting}" if c.get("init") and not c.get("sidecar")
+                               else waiting)
+        if not details:
+            for c in rows:
+                ended, code = str(c.get("terminated_reason") or ""), c.get("exit_code")
+                if (ended and ended != "Completed") or (isinstance(code, int) and code > 0):
+                    details.append(ended or f"ExitCode:{code}")
+    distinct = list(dict.fromkeys(details))  # in container order
+    if len(distinct) > MAX_STATE_REASONS:
+        distinct = [*distinct[:MAX_STATE_REASONS],
+                    f"+{len(distinct) - MAX_STATE_REASONS} more"]
+    words = [phase or "…", *distinct]
+    if deleting:
+        words.append("Terminating")
+    return " · ".join(words)
+
+
 def gpu_request(resources: Any) -> str:
     """``nvidia.com/gpu×2`` from the pod group's ``gpu_resources`` map."""
     if not isinstance(resources, Mapping) or not resources:

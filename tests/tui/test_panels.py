@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, LineRef, Status
 from gputriage.facts.model import FactGroup, FactSet, Target
 from gputriage.playbook.transcript import Finding, Fix, Outcome, Transcript, Visit
-from gputriage.tui.view import TriageView, gpu_request
+from gputriage.tui.view import TriageView, gpu_request, pod_state
 from gputriage.tui.widgets.source_status import SPINNER, status_content
 from gputriage.tui.widgets.step_panel import panel_content
 from gputriage.tui.widgets.target_header import header_content
@@ -106,10 +108,62 @@ def test_many_uncollected_sources_are_counted_not_listed() -> None:
     assert text == f"Sources 0/{len(Key)} ok  – not collected: {len(Key)} sources"
 
 
-def test_header_shows_pod_node_phase_and_gpu_request() -> None:
+def test_header_shows_pod_state_node_and_gpu_request_first_then_the_session() -> None:
     text = header_content(view(None)).plain
-    assert text == ("gputriage bundle demo  │  ml/trainer-0  │  node not scheduled  │  "
-                    "Pending (ContainerCreating)  │  nvidia.com/gpu×2")
+    assert text == ("ml/trainer-0  │  Pending · ContainerCreating  │  node not scheduled  │  "
+                    "nvidia.com/gpu×2  │  gputriage bundle demo")
     assert gpu_request({}) == "no GPU request"
     assert gpu_request({"nvidia.com/mig-1g.10gb": 1, "nvidia.com/gpu": 2}) == (
         "nvidia.com/gpu×2, nvidia.com/mig-1g.10gb×1")
+
+
+def _c(**kw: object) -> dict[str, object]:
+    return {"init": False, "sidecar": False, "waiting_reason": "", "terminated_reason": "",
+            "exit_code": -1, **kw}
+
+
+@pytest.mark.parametrize(("phase", "reason", "containers", "deleting", "state"), [
+    ("Pending", "", [_c(waiting_reason="ContainerCreating")], False,
+     "Pending · ContainerCreating"),
+    ("Running", "", [_c(waiting_reason="CrashLoopBackOff")], False,
+     "Running · CrashLoopBackOff"),
+    # The pod's own reason wins over its containers' (kubectl's STATUS does the same).
+    ("Failed", "UnexpectedAdmissionError", [_c(waiting_reason="ContainerCreating")], False,
+     "Failed · UnexpectedAdmissionError"),
+    ("Pending", "", [_c(init=True, waiting_reason="CrashLoopBackOff"), _c()], False,
+     "Pending · Init:CrashLoopBackOff"),
+    ("Pending", "", [_c(init=True, waiting_reason="PodInitializing")], False, "Pending"),
+    ("Failed", "", [_c(terminated_reason="Error", exit_code=1)], False, "Failed · Error"),
+    ("Failed", "", [_c(terminated_reason="", exit_code=137)], False, "Failed · ExitCode:137"),
+    ("Succeeded", "", [_c(terminated_reason="Completed", exit_code=0)], False, "Succeeded"),
+    ("Running", "", [_c()], True, "Running · Terminating"),
+    ("Pending", "", [], False, "Pending"),
+    ("", "", None, False, "…"),
+    ("Running", "", [_c(waiting_reason=r) for r in ("ErrImagePull", "CrashLoopBackOff",
+                                                   "ErrImagePull", "CreateContainerError")],
+     False, "Running · ErrImagePull · CrashLoopBackOff · +1 more"),
+])
+def test_pod_state_reads_like_kubectl(phase: str, reason: str, containers: object,
+                                      deleting: bool, state: str) -> None:
+    assert pod_state(phase, reason, containers, deleting) == state
+
+
+async def test_the_header_shows_the_real_state_of_every_demo(tmp_path: Path) -> None:
+    """In every demo the state is whole on the header's first line, even at 80 columns."""
+    from gputriage.scenarios import scenario_path
+    from gputriage.session import BundleSession
+    from gputriage.tui.app import TriageApp
+    from tests.tui.harness import screen_text, settle
+
+    expected = {"create-nvidia-uvm-missing": "Pending · RunContainerError",
+                "lost-xid79": "Failed · Error",
+                "oom-time-sliced": "Running · CrashLoopBackOff",
+                "pending-insufficient-gpu": "Pending"}
+    for name, state in expected.items():
+        app = TriageApp(BundleSession(scenario_path(name), description=f"demo {name}"),
+                        notes_path=tmp_path / "n.json", export_dir=tmp_path,
+                        clipboard_file=tmp_path / "clip.txt")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, app)
+            first = screen_text(app).splitlines()[0]
+            assert f"│  {state}  │" in first, first

@@ -1,4 +1,5 @@
-"""The one-line header: where the evidence comes from, which pod, its node, phase and GPUs."""
+"""The one-line header: which pod and its state first (they must survive a narrow terminal),
+then its node, its GPU request and where the evidence comes from."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from gputriage.textsafe import inert_line
-from gputriage.tui.view import TriageView, gpu_request
+from gputriage.tui.view import TriageView, gpu_request, pod_state
 
 
 def header_content(view: TriageView) -> Content:
@@ -16,28 +17,27 @@ def header_content(view: TriageView) -> Content:
            else view.target_hint or "…")
     node = (view.pod_value("node") or (target.node if target is not None else "")
             or "not scheduled")
-    phase = view.pod_value("phase") or "…"
-    reason = view.pod_value("reason") or next(
-        (c.get("waiting_reason") for c in view.pod_value("containers") or []
-         if isinstance(c, dict) and c.get("waiting_reason")), "")
-    parts: list[str | tuple[str, str]] = [
-        ("gputriage ", "bold $accent"),
-        (inert_line(view.session), "$text-muted"),
-        "  │  ",
+    phase = str(view.pod_value("phase") or "")
+    state = pod_state(phase, str(view.pod_value("reason") or ""),
+                      view.pod_value("containers"), bool(view.pod_value("deleting")))
+    healthy = phase in ("Running", "Succeeded") and state == phase
+    return Content.assemble(
         (inert_line(pod), "bold"),
+        "  │  ",
+        (inert_line(state), "bold $success" if healthy else "bold $warning"),
         "  │  node ",
         (inert_line(str(node)), "bold"),
         "  │  ",
-        (inert_line(str(phase)), "bold $warning" if phase != "Running" else "bold $success"),
-    ]
-    if reason:
-        parts += [" ", (f"({inert_line(str(reason))})", "$warning")]
-    parts += ["  │  ", (inert_line(gpu_request(view.pod_value("gpu_resources"))), "bold")]
-    return Content.assemble(*parts)
+        (inert_line(gpu_request(view.pod_value("gpu_resources"))), "bold"),
+        "  │  ",
+        ("gputriage ", "bold $accent"),
+        (inert_line(view.session), "$text-muted"),
+    )
 
 
 class TargetHeader(Static):
-    """Context, namespace/pod, node, phase and GPU request, from the ``pod`` fact group."""
+    """Namespace/pod, its state, node and GPU request, then the session, from the ``pod``
+    fact group."""
 
     view: reactive[TriageView | None] = reactive(None, always_update=True)
 
