@@ -13,11 +13,25 @@ from textual.widgets.option_list import Option
 
 from gputriage.textsafe import inert_line
 
+#: The picker's keys in words, under the title (the footer lists them too).
+HINT = "enter opens a scenario  ·  ↑↓ or j/k move  ·  q quits"
+
+
+class ScenarioList(OptionList):
+    """The scenarios; its keys are shown in the footer (OptionList hides its own)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select", "Open"),
+        Binding("down,j", "cursor_down", "Move", key_display="↑↓ j/k"),
+        Binding("up,k", "cursor_up", "Up", show=False),
+    ]
+
 
 class ScenarioPicker(App[str]):
     CSS = """
     Screen { align: center middle; }
     #picker { width: 100; max-width: 95%; height: auto; border: thick $primary; padding: 1 2; }
+    #picker-keys { color: $text-muted; }
     OptionList { height: auto; max-height: 20; margin-top: 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape", "quit", "Quit")]
@@ -30,7 +44,8 @@ class ScenarioPicker(App[str]):
         with Vertical(id="picker"):
             yield Static(Content.styled("gputriage demo: pick a scenario (no cluster needed)",
                                         "bold"))
-            yield OptionList(*[
+            yield Static(Content(HINT), id="picker-keys")
+            yield ScenarioList(*[
                 Option(Content.assemble((inert_line(name), "bold"), "\n  ",
                                         (inert_line(about), "$text-muted")), id=name)
                 for name, about in self.choices])

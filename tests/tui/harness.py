@@ -9,8 +9,10 @@ import html
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from rich.cells import cell_len
+from textual.app import App
 from textual.pilot import Pilot
 
 from gputriage.evidence.model import Evidence
@@ -60,7 +62,7 @@ _SVG_TEXT = re.compile(r'<text [^>]*?x="([0-9.e+-]+)"[^>]*?clip-path="url\(#[^)]
                        r"[^>]*>(.*?)</text>", re.S)
 
 
-def screen_text(app: TriageApp) -> str:
+def screen_text(app: App[Any]) -> str:
     """Every line on screen as plain text, exactly the cells a terminal would show.
 
     Reads :meth:`App.export_screenshot` (public API): the SVG holds each run of non-blank

@@ -51,3 +51,21 @@ async def test_picker_quits_without_a_choice() -> None:
         await pilot.press("q")
         await pilot.pause()
     assert picker.return_value is None
+
+
+async def test_picker_shows_its_keys_in_the_footer_and_a_hint_line() -> None:
+    from tests.tui.harness import screen_text
+
+    picker = ScenarioPicker([(n, f"about {n}") for n in NAMES])
+    async with picker.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        lines = screen_text(picker).splitlines()
+        footer = lines[-1]
+        for key in ("⏎ Open", "↑↓ j/k Move", "q Quit"):
+            assert key in footer, footer
+        assert any("enter opens a scenario  ·  ↑↓ or j/k move  ·  q quits" in line
+                   for line in lines)
+        # The keys the footer names do what it says: j/k move, enter opens.
+        await pilot.press("j", "j", "k", "enter")
+        await pilot.pause()
+    assert picker.return_value == "lost-xid79"
