@@ -59,6 +59,10 @@ def triage_commands() -> type[Provider]:
     return TriageCommands
 
 
+#: Seconds the export toast stays (toasts sit top right, over the step panel, never over the
+#: evidence table: app.tcss).
+EXPORT_TOAST_S = 4.0
+
 #: Playbook problems listed in the start-up warning; the rest are counted.
 MAX_PROBLEMS_SHOWN = 3
 
@@ -531,8 +535,10 @@ class TriageApp(App[int]):
             self.notify(f"{exc.strerror or exc}: {exc.filename or self.export_dir}",
                         title="export failed", severity="error", timeout=15)
             return
-        self.notify("\n".join(str(p) for p in self.exported), title="incident summary written",
-                    timeout=15)
+        # Short and inert: a path is not markup ("[x]" in a directory name stays as it is).
+        md, *others = self.exported
+        self.notify("\n".join([clean(str(md)), *(f"+ {p.suffix} beside it" for p in others)]),
+                    title="incident summary written", timeout=EXPORT_TOAST_S, markup=False)
 
     def action_triage_node(self) -> None:
         """Leave this walk for the node walk when the verdict blames the node."""

@@ -557,3 +557,33 @@ async def test_demo_scenarios_walk_the_shipped_playbooks(scenario: str, tmp_path
         else:
             assert app.cursor == len(expected.visits) - 1
             assert "press a to answer" in screen_text(app)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_the_export_toast_is_short_names_the_file_and_spares_the_table(
+        bundle: Path, walker: HandWalker, tmp_path: Path, size: tuple[int, int]) -> None:
+    from gputriage.tui.app import EXPORT_TOAST_S
+
+    # A directory name that looks like markup is shown as it is, not parsed.
+    app = make_app(bundle, walker, tmp_path)
+    app.export_dir = tmp_path / "[b]incidents[/b]"
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await settle(pilot, app)
+        app.clear_notifications()
+        await pilot.press("e")
+        for _ in range(50):  # toasts mount after the next refresh
+            await pilot.pause(0.02)
+            toasts = list(app.screen.query("Toast"))
+            if toasts:
+                break
+        md, _ = app.exported
+        assert len(toasts) == 1
+        table = app.triage.query_one(EvidenceTabs).region
+        assert not toasts[0].region.overlaps(table), (toasts[0].region, table)
+        # Drawn verbatim: parsed as markup, "[b]incidents[/b]" would lose its brackets.
+        shown = str(toasts[0].render())
+        assert shown == f"incident summary written\n{md}\n+ .json beside it"
+        assert "[b]incidents[/b]" in str(md)
+        assert EXPORT_TOAST_S <= 5
+        await pilot.pause(EXPORT_TOAST_S + 0.5)
+        assert not list(app.screen.query("Toast"))
