@@ -205,3 +205,42 @@ async def test_help_at_80x24_lists_the_keys_and_scrolls(app: TriageApp) -> None:
         for keys in ("enter    Follow", "1-9      Tabs", "v        View", "f        Fix"):
             assert keys in text
         assert "esc Close" in text.splitlines()[-1]
+
+
+def _walk_lines(app: TriageApp) -> list[str]:
+    """The walk panel's rows as drawn, inside its border."""
+    from gputriage.tui.widgets.walk_path import WalkPath
+
+    region = app.triage.query_one(WalkPath).content_region
+    rows = screen_text(app).splitlines()[region.y:region.bottom]
+    return [row[region.x:region.right] for row in rows]
+
+
+async def test_wrapped_walk_lines_start_under_their_text(app: TriageApp) -> None:
+    from gputriage.tui.widgets.walk_path import STEP_INDENT
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot, app)
+        await pilot.resize_terminal(80, 24)  # a narrow walk: prompts wrap
+        await pilot.pause()
+        lines = [line.rstrip("▁▂▃▄▅▆▇█ ") for line in _walk_lines(app)]
+        assert lines[:2] == [" 1 ● Which phase is", " " * STEP_INDENT + "the pod in?"], lines
+        assert lines[2].startswith(" " * STEP_INDENT + "→"), lines
+        await pilot.press("enter", "enter")  # the verdict, with its finding id
+        await pilot.pause()
+        lines = [line.rstrip("▁▂▃▄▅▆▇█ ") for line in _walk_lines(app)]
+        assert "   ⚑ verdict" in lines, lines
+        assert [line for line in lines if line and not line.startswith(" ")] == [], lines
+
+
+def test_hanging_indent_wraps_under_the_text() -> None:
+    from textual.content import Content
+
+    from gputriage.tui.widgets.walk_path import hanging
+
+    text = hanging(Content(" 1 ● "), Content("Does the scheduler say there is no free GPU?"), 20)
+    assert text.plain.splitlines() == [" 1 ● Does the", "     scheduler say", "     there is no",
+                                       "     free GPU?"]
+    # Not laid out yet (no width), or too narrow to indent: the widget wraps as usual.
+    assert hanging(Content("ab "), Content("c d"), None).plain == "ab c d"
+    assert hanging(Content(" 1 ● "), Content("x y"), 10).plain == " 1 ● x y"

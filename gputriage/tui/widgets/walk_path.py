@@ -47,29 +47,48 @@ def branch_words(visit: Visit) -> str:
     return f"→ {where}"
 
 
-def visit_option(index: int, visit: Visit, ahead: bool) -> Option:
+#: Columns before a step's text ("12 ● "): wrapped lines of the step start under its text.
+STEP_INDENT = 5
+#: Columns before a finding id under the verdict.
+FINDING_INDENT = 3
+#: Below this many columns for the text, wrapping under it would leave too little room.
+MIN_TEXT_WIDTH = 8
+
+
+def hanging(head: Content, body: Content, width: int | None) -> Content:
+    """``head`` then ``body``, with every wrapped line of ``body`` starting under its first
+    character (not at column 0). ``width``: the cells a line may take (None: not laid out
+    yet, let the widget wrap)."""
+    if width is None or width - head.cell_length < MIN_TEXT_WIDTH:
+        return head + body
+    lines = body.wrap(width - head.cell_length) or [Content("")]
+    pad = Content(" " * head.cell_length)
+    return Content("\n").join([head + lines[0], *(pad + line for line in lines[1:])])
+
+
+def visit_option(index: int, visit: Visit, ahead: bool, width: int | None = None) -> Option:
     style = "$text-muted" if ahead else ""
     glyph_style = "bold $warning" if visit.outcome is Outcome.OVERRIDE else "bold $accent"
-    prompt = Content.assemble(
-        (f"{index + 1:>2} ", style),
-        (GLYPHS[visit.outcome], "$text-muted" if ahead else glyph_style),
-        " ",
-        (inert_line(visit.prompt or visit.ref), style or "bold"),
-        "\n    ",
-        (inert_line(branch_words(visit)), "$text-muted" if ahead else "italic"),
-    )
-    return Option(prompt, id=f"step-{index}")
+    head = Content.assemble((f"{index + 1:>2} ", style),
+                            (GLYPHS[visit.outcome], "$text-muted" if ahead else glyph_style),
+                            " ")
+    prompt = Content.styled(inert_line(visit.prompt or visit.ref), style or "bold")
+    branch = Content.styled(inert_line(branch_words(visit)),
+                            "$text-muted" if ahead else "italic")
+    return Option(Content("\n").join([hanging(head, prompt, width),
+                                      hanging(Content(" " * STEP_INDENT), branch, width)]),
+                  id=f"step-{index}")
 
 
-def verdict_option(transcript: Transcript, ahead: bool) -> Option:
+def verdict_option(transcript: Transcript, ahead: bool, width: int | None = None) -> Option:
     label = "undetermined" if transcript.undetermined else "verdict"
-    lines: list[str | tuple[str, str]] = [
-        ("   ⚑ ", "$text-muted" if ahead else "bold $error"),
-        (label, "$text-muted" if ahead else "bold"),
-    ]
-    for f in transcript.findings:  # one per line: finding ids are long and must not wrap
-        lines += ["\n   ", (inert_line(f.id), "$text-muted" if ahead else "bold $error")]
-    return Option(Content.assemble(*lines), id="verdict")
+    lines = [Content.assemble(("   ⚑ ", "$text-muted" if ahead else "bold $error"),
+                              (label, "$text-muted" if ahead else "bold"))]
+    for f in transcript.findings:  # one per line: finding ids are long
+        lines.append(hanging(Content(" " * FINDING_INDENT),
+                             Content.styled(inert_line(f.id),
+                                            "$text-muted" if ahead else "bold $error"), width))
+    return Option(Content("\n").join(lines), id="verdict")
 
 
 class WalkPath(OptionList, inherit_bindings=False):
@@ -88,16 +107,33 @@ class WalkPath(OptionList, inherit_bindings=False):
         index: int
 
     view: reactive[TriageView | None] = reactive(None, always_update=True)
+    _laid_out_for: int | None = None
 
     def watch_view(self, view: TriageView | None) -> None:
-        if view is None:
-            return
+        if view is not None:
+            self._show(view)
+
+    def on_resize(self) -> None:
+        # Wrapped lines are indented for one width: lay them out again for the new one.
+        if self.view is not None and self._text_width() != self._laid_out_for:
+            self._show(self.view)
+
+    def _text_width(self) -> int | None:
+        """Cells an option's line may take; a scrollbar's room is kept whether or not one
+        shows (else a scrollbar appearing would re-wrap lines at column 0)."""
+        padding = self.get_component_styles("option-list--option").padding.width
+        width = self.content_region.width - self.styles.scrollbar_size_vertical - padding
+        return width if width > 0 else None
+
+    def _show(self, view: TriageView) -> None:
+        width = self._laid_out_for = self._text_width()
         t = view.transcript
         options: list[Option] = []
         if t is not None:
-            options = [visit_option(i, v, i > view.cursor) for i, v in enumerate(t.visits)]
+            options = [visit_option(i, v, i > view.cursor, width)
+                       for i, v in enumerate(t.visits)]
             if t.findings and t.question is None:
-                options.append(verdict_option(t, view.cursor < len(t.visits)))
+                options.append(verdict_option(t, view.cursor < len(t.visits), width))
         if not options:
             options = [Option(Content(inert_line(view.walk_status) or "no walk yet"),
                               disabled=True)]
