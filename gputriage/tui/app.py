@@ -176,6 +176,27 @@ class TriageApp(App[int]):
             self.post_message(EvidenceArrived(evidence))
         self.post_message(CollectionFinished())
 
+    @work(exclusive=True, group="evidence", exit_on_error=False,
+          description="collect node-side evidence again")
+    async def refresh_node_side(self, keys: tuple[Key, ...]) -> None:
+        """Only ``keys`` land; the rest of the stream (the pod, events, node that the watch
+        keeps live) is left as the watch has it. Stops reading once every key landed."""
+        self.post_message(CollectionStarted(keys))
+        remaining = set(keys)
+        stream = self.session.stream()
+        try:
+            async for evidence in stream:
+                if evidence.key in remaining:
+                    remaining.discard(evidence.key)
+                    self.post_message(EvidenceArrived(evidence))
+                    if not remaining:
+                        break
+        finally:
+            close = getattr(stream, "aclose", None)  # an async generator: end it now
+            if close is not None:
+                await close()
+        self.post_message(CollectionFinished())
+
     @work(thread=True, exclusive=True, group="playbooks", exit_on_error=False,
           description="load and compile the playbooks")
     def load_playbooks(self) -> None:
@@ -428,8 +449,20 @@ class TriageApp(App[int]):
         self.action_refresh()
 
     def action_refresh(self) -> None:
-        self.collect()
-        self.notify("Collecting every source again.", title="refresh")
+        if self._stop_watch is None:  # a bundle, or a live session still collecting
+            self.collect()
+            self.notify("Collecting every source again.", title="refresh")
+            return
+        from gputriage.evidence.sources import NODE_KEYS
+
+        # The watch keeps the pod, its events and its node current; what it cannot follow is
+        # read on the node (journal, dmesg, nvidia-smi...), so that is what ``r`` reads again.
+        offered = self.session.keys()
+        keys = tuple(k for k in offered if k in NODE_KEYS)
+        self.refresh_node_side(keys)
+        self.notify("Collecting node-side evidence again (kubelet journal, dmesg, nvidia-smi…). "
+                    "The pod, its events and its node are live already.", title="refresh",
+                    markup=False)
 
     def action_filter(self) -> None:
         self.triage.query_one(EvidenceTabs).open_filter()

@@ -587,3 +587,57 @@ async def test_the_export_toast_is_short_names_the_file_and_spares_the_table(
         assert EXPORT_TOAST_S <= 5
         await pilot.pause(EXPORT_TOAST_S + 0.5)
         assert not list(app.screen.query("Toast"))
+
+
+async def test_live_refresh_reads_node_side_evidence_only(tmp_path: Path) -> None:
+    """With the watch on (a live session over the local fake API), ``r`` replaces only the
+    node-side evidence; the pod, its events and its node stay as the watch has them."""
+    from gputriage.cli import build_parser
+    from gputriage.evidence.sources import NODE_KEYS
+    from tests.kubeapi import KubeAPI
+    from tests.kubeapi.cluster import gpu_cluster
+    from tests.live import open_live
+
+    cluster = gpu_cluster()
+    with KubeAPI(cluster) as api:
+        config = api.write_kubeconfig(tmp_path / "kubeconfig")
+        args = build_parser().parse_args([
+            "triage", "trainer-0", "--kubeconfig", str(config), "--ssh", "off",
+            *(f"--node-address={name}=127.0.0.1" for _, name in cluster.keys("", "nodes"))])
+        session = open_live(args)
+        app = TriageApp(session, notes_path=tmp_path / "n.json", export_dir=tmp_path,
+                        clock=lambda: NOW, clipboard_file=tmp_path / "clip.txt")
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await settle(pilot, app)
+                for _ in range(100):
+                    if app.triage.view is not None and app.triage.view.live:
+                        break
+                    await pilot.pause(0.05)
+                assert app.triage.view is not None and app.triage.view.live
+                before = dict(app.evidence.items())
+                node_side = {k for k in before if k in NODE_KEYS}
+                assert Key.KUBELET_LOG in node_side
+                app.clear_notifications()
+                await pilot.press("r")
+                await settle(pilot, app)
+                after = dict(app.evidence.items())
+                for key in (Key.POD, Key.EVENTS, Key.NODE):
+                    assert after[key] is before[key], key  # the watch's, untouched
+                for key in node_side:
+                    assert after[key] is not before[key], key  # collected again
+                toast = [n for n in app._notifications if n.title == "refresh"]
+                assert len(toast) == 1 and "node-side evidence" in toast[0].message
+                assert "live already" in toast[0].message
+        finally:
+            session.close()
+        assert not api.mutations()
+
+
+async def test_bundle_refresh_says_it_reads_every_source(app: TriageApp) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("r")
+        await settle(pilot, app)
+        assert [n.message for n in app._notifications if n.title == "refresh"] == [
+            "Collecting every source again."]

@@ -51,7 +51,9 @@ TRIAGE_BINDINGS: list[BindingType] = [
     Binding("x", "app.toggle_differential", "Expand",
             tooltip="Show or hide the evidence behind the other findings at the verdict"),
     Binding("n", "app.note", "Note", tooltip="Write a note (saved at once)"),
-    Binding("r", "app.refresh", "Refresh", tooltip="Collect every source again"),
+    Binding("r", "app.refresh", "Refresh",
+            tooltip="Collect again: node-side evidence when live (the watch follows the rest), "
+                    "every source for a bundle"),
     Binding("slash", "app.filter", "Filter", key_display="/",
             tooltip="Filter the rows of the evidence tabs"),
     Binding("left_square_bracket", "app.next_tab(-1)", "Previous tab", key_display="[",
