@@ -225,7 +225,8 @@ async def test_wrapped_walk_lines_start_under_their_text(app: TriageApp) -> None
         await pilot.pause()
         lines = [line.rstrip("▁▂▃▄▅▆▇█ ") for line in _walk_lines(app)]
         assert lines[:2] == [" 1 ● Which phase is", " " * STEP_INDENT + "the pod in?"], lines
-        assert lines[2].startswith(" " * STEP_INDENT + "→"), lines
+        # The step's name is not cut in two: its indent narrows instead.
+        assert lines[2:4] == ["   →", "   pending/scheduler"], lines
         await pilot.press("enter", "enter")  # the verdict, with its finding id
         await pilot.pause()
         lines = [line.rstrip("▁▂▃▄▅▆▇█ ") for line in _walk_lines(app)]
@@ -244,3 +245,6 @@ def test_hanging_indent_wraps_under_the_text() -> None:
     # Not laid out yet (no width), or too narrow to indent: the widget wraps as usual.
     assert hanging(Content("ab "), Content("c d"), None).plain == "ab c d"
     assert hanging(Content(" 1 ● "), Content("x y"), 10).plain == " 1 ● x y"
+    # A blank indent narrows so that a long word (a step's name) is not cut in two.
+    assert hanging(Content("     "), Content("→ pending/scheduler"), 20).plain.splitlines() == [
+        "   →", "   pending/scheduler"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.message import Message
@@ -57,10 +58,14 @@ MIN_TEXT_WIDTH = 8
 
 def hanging(head: Content, body: Content, width: int | None) -> Content:
     """``head`` then ``body``, with every wrapped line of ``body`` starting under its first
-    character (not at column 0). ``width``: the cells a line may take (None: not laid out
-    yet, let the widget wrap)."""
+    character (not at column 0); a blank ``head`` narrows rather than cut a word in two.
+    ``width``: the cells a line may take (None: not laid out yet, let the widget wrap)."""
     if width is None or width - head.cell_length < MIN_TEXT_WIDTH:
         return head + body
+    longest = max((cell_len(word) for word in body.plain.split()), default=0)
+    if not head.plain.strip() and longest > width - head.cell_length:
+        # A blank indent gives way (down to one cell) before a word would be cut in two.
+        head = Content(" " * max(1, width - longest))
     lines = body.wrap(width - head.cell_length) or [Content("")]
     pad = Content(" " * head.cell_length)
     return Content("\n").join([head + lines[0], *(pad + line for line in lines[1:])])
