@@ -4,8 +4,9 @@
 Runs the real app headless (``App.run_test``) on each built-in scenario with the shipped
 playbooks, walks it to the verdict, and saves: the first screen, the verdict, and the evidence
 tab that matters for that scenario. The first scenario also gets the override menu and the
-help screen. PNGs come from ``rsvg-convert`` (``apt-get install librsvg2-bin fonts-symbola``);
-``--svg-only`` skips them.
+help screen; the full set (no ``--scenario``) also has the demo picker at 80x24. PNGs come
+from ``rsvg-convert`` (``apt-get install librsvg2-bin fonts-symbola``); ``--svg-only`` skips
+them.
 
     .venv/bin/python scripts/screenshots.py [--out screenshots] [--scenario NAME]...
 """
@@ -111,6 +112,16 @@ async def shoot(name: str, out: Path, work: Path, extras: bool) -> list[Path]:
     return saved
 
 
+async def shoot_picker(out: Path) -> Path:
+    """``gputriage demo`` without a name: the scenario picker and its keys, at 80x24."""
+    from gputriage.tui.picker import ScenarioPicker
+
+    picker = ScenarioPicker([(s.name, s.title) for s in list_scenarios()])
+    async with picker.run_test(size=COMPACT) as pilot:
+        await pilot.pause()
+        return Path(picker.save_screenshot("demo-picker-80x24.svg", str(out)))
+
+
 def to_png(svgs: list[Path]) -> None:
     tool = shutil.which("rsvg-convert")
     if tool is None:
@@ -134,6 +145,8 @@ def main() -> int:
         for i, name in enumerate(names):
             svgs += asyncio.run(shoot(name, args.out, Path(tmp), extras=i == 0))
             svgs.append(asyncio.run(shoot_compact(name, args.out, Path(tmp))))
+    if not args.scenario:  # the full set (for the README) has the demo picker too
+        svgs.append(asyncio.run(shoot_picker(args.out)))
     if not args.svg_only:
         to_png(svgs)
     for svg in svgs:

@@ -28,6 +28,7 @@ class ScenarioList(OptionList):
 
 
 class ScenarioPicker(App[str]):
+    TITLE = "gputriage demo"
     CSS = """
     Screen { align: center middle; }
     #picker { width: 100; max-width: 95%; height: auto; border: thick $primary; padding: 1 2; }
