@@ -59,14 +59,16 @@ class TriageView:
 MAX_STATE_REASONS = 2
 
 
-def pod_state(phase: str, reason: str, containers: Any, deleting: bool = False) -> str:
+def pod_state_words(phase: str, reason: str, containers: Any, deleting: bool = False,
+                    conditions: Any = ()) -> str:
     """The pod's state as an SRE reads it: ``Pending · ContainerCreating``,
     ``Running · CrashLoopBackOff``, ``Failed · UnexpectedAdmissionError``.
 
     The phase, then what says more than the phase (kubectl's STATUS column, from the same
     fields): the pod's own ``status.reason``, else its containers' waiting reasons (an init
     container's as ``Init:<reason>``), else the reasons of containers that ended in error;
-    ``Terminating`` once the pod is being deleted."""
+    for a pod not scheduled, why (``Pending · Unschedulable``, from its PodScheduled
+    condition); ``Terminating`` once the pod is being deleted."""
     details: list[str] = []
     if reason:
         details.append(reason)
@@ -83,6 +85,10 @@ def pod_state(phase: str, reason: str, containers: Any, deleting: bool = False) 
                 ended, code = str(c.get("terminated_reason") or ""), c.get("exit_code")
                 if (ended and ended != "Completed") or (isinstance(code, int) and code > 0):
                     details.append(ended or f"ExitCode:{code}")
+    if not details and isinstance(conditions, list | tuple):
+        details += [str(c.get("reason") or "not scheduled") for c in conditions
+                    if isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+                    and c.get("status") == "False"]
     distinct = list(dict.fromkeys(details))  # in container order
     if len(distinct) > MAX_STATE_REASONS:
         distinct = [*distinct[:MAX_STATE_REASONS],

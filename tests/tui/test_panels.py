@@ -9,7 +9,7 @@ import pytest
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, LineRef, Status
 from gputriage.facts.model import FactGroup, FactSet, Target
 from gputriage.playbook.transcript import Finding, Fix, Outcome, Transcript, Visit
-from gputriage.tui.view import TriageView, gpu_request, pod_state
+from gputriage.tui.view import TriageView, gpu_request, pod_state_words
 from gputriage.tui.widgets.source_status import SPINNER, status_content
 from gputriage.tui.widgets.step_panel import panel_content
 from gputriage.tui.widgets.target_header import header_content
@@ -138,6 +138,8 @@ def _c(**kw: object) -> dict[str, object]:
     ("Succeeded", "", [_c(terminated_reason="Completed", exit_code=0)], False, "Succeeded"),
     ("Running", "", [_c()], True, "Running · Terminating"),
     ("Pending", "", [], False, "Pending"),
+    # Not scheduled, no container reason: the PodScheduled condition says why.
+    ("Pending", "", [_c()], False, "Pending · Unschedulable"),
     ("", "", None, False, "…"),
     ("Running", "", [_c(waiting_reason=r) for r in ("ErrImagePull", "CrashLoopBackOff",
                                                    "ErrImagePull", "CreateContainerError")],
@@ -145,7 +147,12 @@ def _c(**kw: object) -> dict[str, object]:
 ])
 def test_pod_state_reads_like_kubectl(phase: str, reason: str, containers: object,
                                       deleting: bool, state: str) -> None:
-    assert pod_state(phase, reason, containers, deleting) == state
+    unscheduled = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    conditions = unscheduled if state.endswith("Unschedulable") else []
+    assert pod_state_words(phase, reason, containers, deleting, conditions) == state
+    # A container's reason says more than the condition.
+    assert pod_state_words("Pending", "", [_c(waiting_reason="ContainerCreating")], False,
+                           unscheduled) == "Pending · ContainerCreating"
 
 
 async def test_the_header_shows_the_real_state_of_every_demo(tmp_path: Path) -> None:
@@ -158,7 +165,7 @@ async def test_the_header_shows_the_real_state_of_every_demo(tmp_path: Path) -> 
     expected = {"create-nvidia-uvm-missing": "Pending · RunContainerError",
                 "lost-xid79": "Failed · Error",
                 "oom-time-sliced": "Running · CrashLoopBackOff",
-                "pending-insufficient-gpu": "Pending"}
+                "pending-insufficient-gpu": "Pending · Unschedulable"}
     for name, state in expected.items():
         app = TriageApp(BundleSession(scenario_path(name), description=f"demo {name}"),
                         notes_path=tmp_path / "n.json", export_dir=tmp_path,

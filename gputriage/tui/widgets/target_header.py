@@ -8,7 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from gputriage.textsafe import inert_line
-from gputriage.tui.view import TriageView, gpu_request, pod_state
+from gputriage.tui.view import TriageView, gpu_request, pod_state_words
 
 
 def header_content(view: TriageView) -> Content:
@@ -18,8 +18,9 @@ def header_content(view: TriageView) -> Content:
     node = (view.pod_value("node") or (target.node if target is not None else "")
             or "not scheduled")
     phase = str(view.pod_value("phase") or "")
-    state = pod_state(phase, str(view.pod_value("reason") or ""),
-                      view.pod_value("containers"), bool(view.pod_value("deleting")))
+    state = pod_state_words(phase, str(view.pod_value("reason") or ""),
+                            view.pod_value("containers"), bool(view.pod_value("deleting")),
+                            view.pod_value("conditions") or ())
     healthy = phase in ("Running", "Succeeded") and state == phase
     return Content.assemble(
         (inert_line(pod), "bold"),
