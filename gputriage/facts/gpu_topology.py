@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gputriage.evidence.model import EvidenceSet, Key, LineRef
-from gputriage.facts.model import FactGroup, FieldSpec, GroupSpec, Target, known, unknown
+from gputriage.facts.model import (
+    FactGroup,
+    FieldSpec,
+    GroupSpec,
+    Target,
+    known,
+    reason_for,
+    unknown,
+)
 from gputriage.parsers.nvidia_smi_perf import parse_nvlink, parse_topo
 
 SPEC = GroupSpec(
@@ -49,9 +57,7 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     topo = parse_topo(topo_ev.raw) if topo_ev.ok else {}
     nvl = parse_nvlink(nvl_ev.raw) if nvl_ev.ok else []
     if not topo and not nvl:
-        why = [f"{e.source or e.key.value}: {e.status.value}: {e.detail}"
-               for e in (topo_ev, nvl_ev)]
-        return unknown(SPEC, "no GPU topology: " + "; ".join(why))
+        return unknown(SPEC, "; ".join(reason_for(e) for e in (topo_ev, nvl_ev)))
     cites: dict[str, list[LineRef]] = {}
     gpus = topo.get("gpus", [])
     metrics = earlier.get("metrics")

@@ -228,6 +228,8 @@ class Summary:
     excerpts: list[Excerpt]
     warnings: list[str]
     unreadable: list[SourceInfo]
+    #: Which GPU each pod was given, and the pods on a faulty GPU (report/gpu_section.py).
+    placement: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Summary:

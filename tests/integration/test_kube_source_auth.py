@@ -230,7 +230,8 @@ def test_namespace_scoped_user_gets_named_gaps(kube_api: KubeAPI, tmp_path: Path
 def test_rbac_yaml_is_read_only_and_marks_nodes_proxy_optional() -> None:
     docs = list(yaml.safe_load_all(RBAC_FILE.read_text()))
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
-    assert set(roles) == {"gputriage-reader", "gputriage-node-log-reader"}
+    assert set(roles) == {"gputriage-reader", "gputriage-node-log-reader",
+                          "gputriage-prometheus-proxy"}
     verbs = {v for role in roles.values() for rule in role["rules"] for v in rule["verbs"]}
     assert verbs <= {"get", "list", "watch"}
     reader = {r for rule in roles["gputriage-reader"]["rules"] for r in rule["resources"]}

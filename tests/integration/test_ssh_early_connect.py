@@ -145,7 +145,8 @@ print(json.dumps({"rc": rc, "paramiko": "paramiko" in sys.modules}))
 def test_paramiko_is_imported_only_when_a_node_is_contacted(
         kube_api: KubeAPI, tmp_path: Path, namespace: str, contacted: bool) -> None:
     """ml-dev/trainer-0 is Pending on no node; ml/trainer-0 runs on gpu-node-1 (reached, and
-    refused, at a closed port on 127.0.0.1). SSH is on (the default) in both."""
+    refused, at a closed port on 127.0.0.1). SSH is on (the default) in both; ``--nodes 0``
+    keeps the Pending pod's candidate nodes unread, so no node at all is contacted there."""
     config = kube_api.write_kubeconfig(tmp_path / "kc")
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
@@ -154,7 +155,7 @@ def test_paramiko_is_imported_only_when_a_node_is_contacted(
     ssh_config = tmp_path / "ssh_config"
     ssh_config.write_text(f"Host gpu-node-*\n  HostName 127.0.0.1\n  Port {port}\n")
     argv = ["triage", "trainer-0", "-n", namespace, "--kubeconfig", str(config),
-            "--ssh-config", str(ssh_config), "--request-timeout", "5",
+            "--ssh-config", str(ssh_config), "--request-timeout", "5", "--nodes", "0",
             "--report", "json", "-o", str(tmp_path / "r")]
     done = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path,

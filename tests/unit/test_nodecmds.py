@@ -47,6 +47,8 @@ def test_exact_commands_per_key() -> None:
         Key.DEVICE_CHECKPOINT: [
             "cat /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"],
         Key.LSMOD: ["lsmod"],
+        Key.NVIDIA_TOPO: ["nvidia-smi topo -m"],
+        Key.NVLINK: ["nvidia-smi nvlink -s"],
         Key.DEV_NVIDIA: ["ls -l /dev/nvidia*"],
         Key.CONTAINERD_CONFIG: ["cat /etc/containerd/config.toml",
                                 "cat /var/lib/rancher/k3s/agent/etc/containerd/config.toml",

@@ -93,14 +93,15 @@ def test_shipped_router_is_valid_against_the_registered_fact_fields() -> None:
     # Every other way out of the router is a hand-off to a family playbook.
     handoffs = {t.playbook for s in book.steps.values() for t in s.targets()
                 if not t.conclude and t.playbook != "triage"}
-    assert handoffs == {"create", "lost-card", "oom", "pending", "slow"}
+    assert handoffs == {"create", "lost-card", "oom", "pending", "pending-admission",
+                        "pending-device-plugin", "slow"}
 
 
 def test_the_signature_branches_are_written_once(books: PlaybookSet) -> None:
     book = books.playbooks["triage"]
     conditions = [b.when.source for s in book.steps.values() for b in s.branches]
     assert len(conditions) == len(set(conditions))
-    assert len(book.steps["signature"].branches) == 8
+    assert len(book.steps["signature"].branches) == 9
     assert sum("kernel.xid_codes" in c for c in conditions) == 1
 
 
