@@ -52,9 +52,11 @@ async def settle(app: TriageApp, pilot: object) -> None:
 
 
 def demo_app(name: str, work: Path) -> TriageApp:
-    return TriageApp(BundleSession(scenario_path(name), description=f"demo {name}"),
-                     notes_path=work / f"{name}-notes.json", export_dir=work,
-                     clock=lambda: NOW, clipboard_file=work / "clipboard.txt")
+    app = TriageApp(BundleSession(scenario_path(name), description=f"demo {name}"),
+                    notes_path=work / f"{name}-notes.json", export_dir=work,
+                    clock=lambda: NOW, clipboard_file=work / "clipboard.txt")
+    app.animation_level = "none"  # no half-drawn tab underline: the same pictures every run
+    return app
 
 
 async def to_verdict(app: TriageApp, pilot: object) -> None:
