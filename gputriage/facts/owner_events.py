@@ -36,6 +36,11 @@ SPEC = GroupSpec(
     fields={
         **COMMON_FIELDS,
         "failed_create": FieldSpec("list", [], "FailedCreate messages (unique, newest last)."),
+        "owner_kind": FieldSpec("string", "", "Kind of the owner these events are about (the "
+                                              "pod's controller; for a target that never got a "
+                                              "pod, the target itself)."),
+        "owner_name": FieldSpec("string", "", "Its name."),
+        "owner_namespace": FieldSpec("string", "", "Its namespace."),
         "failed_create_quota": FieldSpec("bool", False, "A FailedCreate was an 'exceeded quota' "
                                                         "or 'failed quota' rejection."),
         "quota_messages": FieldSpec("list", [], "Those quota rejection messages."),
@@ -79,7 +84,8 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
             webhooks.append(message)
             extra_cites.setdefault("webhook_denials", []).append(ref)
     values.update(failed_create=failed, failed_create_quota=bool(quota), quota_messages=quota,
-                  webhook_denials=webhooks)
+                  webhook_denials=webhooks, owner_kind=target.owner_kind,
+                  owner_name=target.owner_name, owner_namespace=target.namespace)
     for name, refs in extra_cites.items():
         cites[name] = [r for r in refs if r.line]
     return known(SPEC, values, {k: v for k, v in cites.items() if v})
