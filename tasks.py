@@ -31,10 +31,14 @@ def ensure_venv(extras: str) -> None:
         return
     target = f".[{extras}]" if extras else "."
     print(f"tasks: installing gputriage{f'[{extras}]' if extras else ''} into {VENV}", flush=True)
-    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-                   cwd=ROOT, check=True)
-    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "--quiet", "-e", target],
-                   cwd=ROOT, check=True)
+    subprocess.run(
+        [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+        cwd=ROOT,
+        check=True,
+    )
+    subprocess.run(
+        [str(BIN / "python"), "-m", "pip", "install", "--quiet", "-e", target], cwd=ROOT, check=True
+    )
     stamp.touch()
 
 

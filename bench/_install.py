@@ -50,8 +50,12 @@ class Installed:
             raise
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._tmp.cleanup()
 
     def _build(self) -> None:
@@ -60,25 +64,57 @@ class Installed:
         src.mkdir()
         for name in WHEEL_SOURCES:
             if (ROOT / name).is_dir():
-                shutil.copytree(ROOT / name, src / name,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                shutil.copytree(
+                    ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                )
             else:
                 shutil.copy2(ROOT / name, src / name)
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels),
-              str(src)])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--quiet",
+                "-w",
+                str(wheels),
+                str(src),
+            ]
+        )
         wheel = next(wheels.glob("gputriage-*.whl"))
         _run([sys.executable, "-m", "venv", "--without-pip", str(self.venv)])
-        purelib = subprocess.run([str(self.python), "-c", "import sysconfig; "
-                                  "print(sysconfig.get_paths()['purelib'])"],
-                                 check=True, capture_output=True, text=True).stdout.strip()
+        purelib = subprocess.run(
+            [str(self.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         Path(purelib, "gputriage-bench-deps.pth").write_text(
-            sysconfig.get_paths()["purelib"] + "\n")
-        _run([sys.executable, "-m", "pip", "--python", str(self.python), "install",
-              "--no-deps", "--quiet", str(wheel)])
+            sysconfig.get_paths()["purelib"] + "\n"
+        )
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(self.python),
+                "install",
+                "--no-deps",
+                "--quiet",
+                str(wheel),
+            ]
+        )
         clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        where = subprocess.run([str(self.python), "-c", "import gputriage; "
-                                "print(gputriage.__file__)"], check=True, capture_output=True,
-                               text=True, cwd=self.dir, env=clean).stdout.strip()
+        where = subprocess.run(
+            [str(self.python), "-c", "import gputriage; print(gputriage.__file__)"],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=self.dir,
+            env=clean,
+        ).stdout.strip()
         if not where.startswith(str(self.venv)):
             raise RuntimeError(f"the bench venv imports gputriage from {where}, not the wheel")
         if not any(Path(where).parent.glob("__pycache__/*.pyc")):

@@ -54,8 +54,12 @@ class Lab:
         self.kubecache.mkdir()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self.ssh is not None:
             self.ssh.close()
         self.api.stop()
@@ -80,7 +84,8 @@ class Lab:
             f"  UserKnownHostsFile {lab.known_hosts}\n"
             "  StrictHostKeyChecking yes\n"
             "  BatchMode yes\n"
-            "  LogLevel ERROR\n")
+            "  LogLevel ERROR\n"
+        )
         return config
 
     # -- command lines ---------------------------------------------------------------------
@@ -92,9 +97,19 @@ class Lab:
 
     def triage_args(self, *extra: str) -> list[str]:
         """``gputriage trainer-0 ...`` arguments against this lab (no program name)."""
-        return ["triage", POD, "-n", NAMESPACE, "--kubeconfig", str(self.kubeconfig),
-                "--ssh-config", str(self.ssh_config), "--known-hosts", str(self.known_hosts),
-                *extra]
+        return [
+            "triage",
+            POD,
+            "-n",
+            NAMESPACE,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--ssh-config",
+            str(self.ssh_config),
+            "--known-hosts",
+            str(self.known_hosts),
+            *extra,
+        ]
 
     def gputriage(self) -> list[str]:
         if self.installed is not None:
@@ -118,10 +133,15 @@ class Lab:
     def env(self) -> dict[str, str]:
         """The environment of every command: a home of its own (so the playbook cache in
         ``~/.cache`` starts cold with each lab and is then warm, as on a user's machine)."""
-        env = {"KUBECACHEDIR": str(self.kubecache), "PYTHONPATH": str(ROOT),
-               "HOME": str(self.dir), "XDG_CONFIG_HOME": str(self.dir / "config"),
-               "XDG_STATE_HOME": str(self.dir / "state"),
-               "XDG_CACHE_HOME": str(self.dir / "cache"), "PATH": os.environ.get("PATH", "")}
+        env = {
+            "KUBECACHEDIR": str(self.kubecache),
+            "PYTHONPATH": str(ROOT),
+            "HOME": str(self.dir),
+            "XDG_CONFIG_HOME": str(self.dir / "config"),
+            "XDG_STATE_HOME": str(self.dir / "state"),
+            "XDG_CACHE_HOME": str(self.dir / "cache"),
+            "PATH": os.environ.get("PATH", ""),
+        }
         if self.installed is not None:  # the installed package, not the source tree
             env["PYTHONPATH"] = ""
         return env
@@ -129,7 +149,14 @@ class Lab:
 
 def tools_missing() -> list[str]:
     """External programs the live benchmarks need that are not installed."""
-    needed = {"kubectl": "kubectl", "ssh": "ssh", "ssh-keygen": "ssh-keygen",
-              "sshd": "/usr/sbin/sshd"}
-    return [name for name, path in needed.items()
-            if not (shutil.which(path) or os.access(path, os.X_OK))]
+    needed = {
+        "kubectl": "kubectl",
+        "ssh": "ssh",
+        "ssh-keygen": "ssh-keygen",
+        "sshd": "/usr/sbin/sshd",
+    }
+    return [
+        name
+        for name, path in needed.items()
+        if not (shutil.which(path) or os.access(path, os.X_OK))
+    ]

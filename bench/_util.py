@@ -64,13 +64,15 @@ class Figure:
         return f"{self.value:g} {self.unit}".strip()
 
 
-def at_most(section: str, name: str, value: float, unit: str, limit: float, goal: str = "",
-            note: str = "") -> Figure:
+def at_most(
+    section: str, name: str, value: float, unit: str, limit: float, goal: str = "", note: str = ""
+) -> Figure:
     return Figure(section, name, value, unit, goal or f"<= {limit:g} {unit}", value <= limit, note)
 
 
-def at_least(section: str, name: str, value: float, unit: str, limit: float, goal: str = "",
-             note: str = "") -> Figure:
+def at_least(
+    section: str, name: str, value: float, unit: str, limit: float, goal: str = "", note: str = ""
+) -> Figure:
     return Figure(section, name, value, unit, goal or f">= {limit:g} {unit}", value >= limit, note)
 
 
@@ -111,16 +113,25 @@ class ChildRun:
     cpu_s: float = 0.0
 
 
-def run_child(argv: Sequence[str], *, timeout: float = 600.0,
-              env: Mapping[str, str] | None = None, cwd: Path = ROOT) -> ChildRun:
+def run_child(
+    argv: Sequence[str],
+    *,
+    timeout: float = 600.0,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
+) -> ChildRun:
     """Run ``argv``; wall time and the child's own peak RSS (``wait4``), output captured."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         # Bytecode is written and read as on any install (a figure never includes compiling
         # gputriage's sources, whatever the caller's environment says).
-        proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=err,
-                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "",
-                                     **(env or {})})
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            stdout=out,
+            stderr=err,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "", **(env or {})},
+        )
         timer = threading.Timer(timeout, lambda: _kill(proc.pid))
         timer.start()
         try:
@@ -131,9 +142,14 @@ def run_child(argv: Sequence[str], *, timeout: float = 600.0,
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return ChildRun(proc.returncode, out.read().decode(errors="replace"),
-                        err.read().decode(errors="replace"), wall, usage.ru_maxrss / 1024,
-                        usage.ru_utime + usage.ru_stime)
+        return ChildRun(
+            proc.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            wall,
+            usage.ru_maxrss / 1024,
+            usage.ru_utime + usage.ru_stime,
+        )
 
 
 def _kill(pid: int) -> None:
@@ -143,10 +159,12 @@ def _kill(pid: int) -> None:
         return
 
 
-def python_child(code: str, *args: str, timeout: float = 600.0,
-                 env: Mapping[str, str] | None = None) -> ChildRun:
-    return run_child([PYTHON, "-c", code, *args], timeout=timeout,
-                     env={"PYTHONPATH": str(ROOT), **(env or {})})
+def python_child(
+    code: str, *args: str, timeout: float = 600.0, env: Mapping[str, str] | None = None
+) -> ChildRun:
+    return run_child(
+        [PYTHON, "-c", code, *args], timeout=timeout, env={"PYTHONPATH": str(ROOT), **(env or {})}
+    )
 
 
 def _version(dist: str) -> str:
@@ -180,8 +198,7 @@ def cpu_model() -> str:
 def machine() -> dict[str, str]:
     """What the figures were measured on."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(
-        os, "sysconf") else 0
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
     return {
         "CPU": f"{cpu_model()} ({os.cpu_count()} cores visible)",
         "memory": human_bytes(mem),

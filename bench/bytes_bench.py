@@ -25,11 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._util import Figure, at_most, human_bytes, info
 
 SECTION = "node bytes"
-KUBELET_LINE = ('2026-03-05T10:00:00+0000 gpu-node-1 kubelet[1187]: I0305 10:00:00.000000 1187 '
-                'reconciler.go:245] "VerifyControllerAttachedVolume started" '
-                'pod="web/frontend-5d9c7b7f4-x2p9k"')
-KERNEL_LINE = ("2026-03-05T09:00:00+0000 gpu-node-1 kernel: cali5f1e9a3b2c4: link becomes "
-               "ready, eth0 carrier on")
+KUBELET_LINE = (
+    "2026-03-05T10:00:00+0000 gpu-node-1 kubelet[1187]: I0305 10:00:00.000000 1187 "
+    'reconciler.go:245] "VerifyControllerAttachedVolume started" '
+    'pod="web/frontend-5d9c7b7f4-x2p9k"'
+)
+KERNEL_LINE = (
+    "2026-03-05T09:00:00+0000 gpu-node-1 kernel: cali5f1e9a3b2c4: link becomes "
+    "ready, eth0 carrier on"
+)
 #: Goal: the lines that matter plus SSH's own overhead (key exchange, channels).
 WIRE_LIMIT = 64 * 1024
 
@@ -55,8 +59,10 @@ def measure(lines: int, kernel_mb: int) -> list[Figure]:
 
     kernel_bytes = kernel_mb * 1000 * 1000
     produced = lines * (len(KUBELET_LINE) + 1) + kernel_bytes
-    with tempfile.TemporaryDirectory(prefix="gputriage-bytes-") as tmp, \
-            SshLab(Path(tmp) / "lab", proxy=True) as lab:
+    with (
+        tempfile.TemporaryDirectory(prefix="gputriage-bytes-") as tmp,
+        SshLab(Path(tmp) / "lab", proxy=True) as lab,
+    ):
         lab.write_tool("journalctl", journal_tool(lines, kernel_bytes))
         source = SshNodeSource(lab.settings())
         start = time.perf_counter()
@@ -70,13 +76,22 @@ def measure(lines: int, kernel_mb: int) -> list[Figure]:
         raise RuntimeError(f"collection failed: {kubelet.detail} / {kernel.detail}")
     if "Xid (PCI:0000:3b:00): 79" not in kernel.raw:
         raise RuntimeError("the Xid 79 line did not come through the filter")
-    note = (f"node produced {human_bytes(produced)} ({lines:,} journal lines + "
-            f"{kernel_mb} MB kernel log); kept {len(kubelet.lines())} + "
-            f"{len(kernel.lines())} lines; {elapsed:.1f} s")
+    note = (
+        f"node produced {human_bytes(produced)} ({lines:,} journal lines + "
+        f"{kernel_mb} MB kernel log); kept {len(kubelet.lines())} + "
+        f"{len(kernel.lines())} lines; {elapsed:.1f} s"
+    )
     return [
         info(SECTION, "bytes the node's logs hold", produced, "B"),
-        at_most(SECTION, "bytes on the wire (both logs, SSH included)", wire, "B", WIRE_LIMIT,
-                goal=f"<= {WIRE_LIMIT // 1024} KiB", note=note),
+        at_most(
+            SECTION,
+            "bytes on the wire (both logs, SSH included)",
+            wire,
+            "B",
+            WIRE_LIMIT,
+            goal=f"<= {WIRE_LIMIT // 1024} KiB",
+            note=note,
+        ),
         info(SECTION, "share of the logs transferred", 100 * wire / produced, "%", note),
     ]
 

@@ -55,8 +55,9 @@ def conditions(books: Any) -> list[tuple[str, Any]]:
     for book in books:
         out += [(f"{book.id} route {i}", r.when) for i, r in enumerate(book.routes)]
         for step in book.steps.values():
-            out += [(f"{book.id}/{step.id} branch {i}", b.when)
-                    for i, b in enumerate(step.branches)]
+            out += [
+                (f"{book.id}/{step.id} branch {i}", b.when) for i, b in enumerate(step.branches)
+            ]
     return out
 
 
@@ -110,18 +111,48 @@ def measure(reps: int, runs: int = 3) -> list[Figure]:
     n_books = len(books.playbooks)
     return [
         info(SECTION, "CEL engine, compiled module only (once per process)", import_cel, "s"),
-        at_most(SECTION, f"load all shipped playbooks ({n_books}, {len(conds)} conditions), "
-                "cold cache", cold, "s", 2.0, note="fresh process, first run: YAML parsed"),
-        at_most(SECTION, "load all shipped playbooks, warm cache", load, "s", 2.0,
-                note=f"fresh process, median of {runs}: data from the cache, checked and "
-                     "compiled"),
-        at_most(SECTION, "condition evaluation, median over all", 1e6 * median(
-            per_condition.values()), "us", 1000, goal="<= 1 ms",
-                note=f"{len(conds)} conditions x {len(walks)} scenarios, {reps} reps each"),
-        at_most(SECTION, "condition evaluation, slowest", 1e6 * per_condition[slowest], "us",
-                1000, goal="<= 1 ms", note=slowest),
-        at_most(SECTION, f"full walk, slowest scenario ({slowest_walk})",
-                1e3 * walks[slowest_walk], "ms", 50, note="routes, steps, citations, findings"),
+        at_most(
+            SECTION,
+            f"load all shipped playbooks ({n_books}, {len(conds)} conditions), cold cache",
+            cold,
+            "s",
+            2.0,
+            note="fresh process, first run: YAML parsed",
+        ),
+        at_most(
+            SECTION,
+            "load all shipped playbooks, warm cache",
+            load,
+            "s",
+            2.0,
+            note=f"fresh process, median of {runs}: data from the cache, checked and compiled",
+        ),
+        at_most(
+            SECTION,
+            "condition evaluation, median over all",
+            1e6 * median(per_condition.values()),
+            "us",
+            1000,
+            goal="<= 1 ms",
+            note=f"{len(conds)} conditions x {len(walks)} scenarios, {reps} reps each",
+        ),
+        at_most(
+            SECTION,
+            "condition evaluation, slowest",
+            1e6 * per_condition[slowest],
+            "us",
+            1000,
+            goal="<= 1 ms",
+            note=slowest,
+        ),
+        at_most(
+            SECTION,
+            f"full walk, slowest scenario ({slowest_walk})",
+            1e3 * walks[slowest_walk],
+            "ms",
+            50,
+            note="routes, steps, citations, findings",
+        ),
     ]
 
 

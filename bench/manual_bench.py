@@ -52,11 +52,14 @@ def gputriage_once(lab: Lab) -> tuple[float, float]:
     """Wall and CPU seconds of one fresh ``gputriage <pod> --report json``."""
     out = lab.dir / "report.json"
     out.unlink(missing_ok=True)
-    done = run_child([*lab.gputriage(), *lab.triage_args("--report", "json", "-o", str(out))],
-                     env=lab.env(), timeout=120, cwd=lab.dir)
+    done = run_child(
+        [*lab.gputriage(), *lab.triage_args("--report", "json", "-o", str(out))],
+        env=lab.env(),
+        timeout=120,
+        cwd=lab.dir,
+    )
     if done.returncode not in OK_EXITS or not out.exists():
-        raise RuntimeError(f"gputriage --report failed ({done.returncode}): "
-                           f"{done.stderr[-1000:]}")
+        raise RuntimeError(f"gputriage --report failed ({done.returncode}): {done.stderr[-1000:]}")
     return done.wall_s, done.cpu_s
 
 
@@ -81,9 +84,24 @@ def replay_once(lab: Lab) -> tuple[float, float]:
     out = lab.dir / "replay.json"
     out.unlink(missing_ok=True)
     meta = json.loads((SCENARIO / "pod.json").read_text())["metadata"]
-    done = run_child([*lab.gputriage(), "triage", meta["name"], "-n", meta["namespace"],
-                      "--from", str(SCENARIO), "--report", "json", "-o", str(out)],
-                     env=lab.env(), timeout=120, cwd=lab.dir)
+    done = run_child(
+        [
+            *lab.gputriage(),
+            "triage",
+            meta["name"],
+            "-n",
+            meta["namespace"],
+            "--from",
+            str(SCENARIO),
+            "--report",
+            "json",
+            "-o",
+            str(out),
+        ],
+        env=lab.env(),
+        timeout=120,
+        cwd=lab.dir,
+    )
     if done.returncode not in OK_EXITS or not out.exists():
         raise RuntimeError(f"gputriage --from failed ({done.returncode}): {done.stderr[-1000:]}")
     return done.wall_s, done.cpu_s
@@ -126,24 +144,60 @@ def rounds(lab: Lab, runs: int) -> Rounds:
 def measure(lab: Lab, runs: int) -> list[Figure]:
     r = rounds(lab, runs)
     what = "installed wheel" if lab.installed else "source tree"
-    note = (f"median of {runs} interleaved rounds ({what}); manual = 3 kubectl + 3 ssh "
-            "commands, run one after another")
-    load = (f"1-min load average during the rounds: {min(r.load):.2f}-{max(r.load):.2f} "
-            f"on {os.cpu_count()} cores")
+    note = (
+        f"median of {runs} interleaved rounds ({what}); manual = 3 kubectl + 3 ssh "
+        "commands, run one after another"
+    )
+    load = (
+        f"1-min load average during the rounds: {min(r.load):.2f}-{max(r.load):.2f} "
+        f"on {os.cpu_count()} cores"
+    )
     return [
-        info(SECTION, "gputriage <pod> --report json (fresh process)", median(r.ours), "s",
-             f"21 evidence kinds, facts, playbooks, report; rounds: "
-             f"{', '.join(f'{x:.2f}' for x in r.ours)}"),
-        info(SECTION, "manual chain: kubectl x3 + ssh x3, sequential", median(r.manual), "s",
-             f"rounds: {', '.join(f'{x:.2f}' for x in r.manual)}"),
-        at_least(SECTION, "manual chain / gputriage", median(r.ratios), "x", 3.0, goal=">= 3x",
-                 note=f"{note}; per round: {', '.join(f'{x:.2f}' for x in r.ratios)}"),
-        info(SECTION, "gputriage CPU time (user + system)", median(r.ours_cpu), "s",
-             "median; load-independent-ish: what the process itself computed"),
-        info(SECTION, "manual chain CPU time (user + system, 6 processes)",
-             median(r.manual_cpu), "s", "median"),
-        info(SECTION, "machine load during the rounds (1-min average, max)",
-             round(max(r.load), 2), "", load),
+        info(
+            SECTION,
+            "gputriage <pod> --report json (fresh process)",
+            median(r.ours),
+            "s",
+            f"21 evidence kinds, facts, playbooks, report; rounds: "
+            f"{', '.join(f'{x:.2f}' for x in r.ours)}",
+        ),
+        info(
+            SECTION,
+            "manual chain: kubectl x3 + ssh x3, sequential",
+            median(r.manual),
+            "s",
+            f"rounds: {', '.join(f'{x:.2f}' for x in r.manual)}",
+        ),
+        at_least(
+            SECTION,
+            "manual chain / gputriage",
+            median(r.ratios),
+            "x",
+            3.0,
+            goal=">= 3x",
+            note=f"{note}; per round: {', '.join(f'{x:.2f}' for x in r.ratios)}",
+        ),
+        info(
+            SECTION,
+            "gputriage CPU time (user + system)",
+            median(r.ours_cpu),
+            "s",
+            "median; load-independent-ish: what the process itself computed",
+        ),
+        info(
+            SECTION,
+            "manual chain CPU time (user + system, 6 processes)",
+            median(r.manual_cpu),
+            "s",
+            "median",
+        ),
+        info(
+            SECTION,
+            "machine load during the rounds (1-min average, max)",
+            round(max(r.load), 2),
+            "",
+            load,
+        ),
     ]
 
 
@@ -156,12 +210,21 @@ def measure_replay(lab: Lab, runs: int) -> list[Figure]:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return [
         info("replay", "replay, first run (cold playbook cache)", cold, "s", what),
-        at_most("replay", "gputriage POD --from BUNDLE --report json (fresh process)",
-                median(w for w, _ in warm), "s", REPLAY_GOAL_S,
-                note=f"median of {runs}; {what}; scenario {SCENARIO.name}; load average "
-                     f"after: {load}"),
-        info("replay", "replay CPU time (user + system)", median(c for _, c in warm), "s",
-             f"median of {runs}"),
+        at_most(
+            "replay",
+            "gputriage POD --from BUNDLE --report json (fresh process)",
+            median(w for w, _ in warm),
+            "s",
+            REPLAY_GOAL_S,
+            note=f"median of {runs}; {what}; scenario {SCENARIO.name}; load average after: {load}",
+        ),
+        info(
+            "replay",
+            "replay CPU time (user + system)",
+            median(c for _, c in warm),
+            "s",
+            f"median of {runs}",
+        ),
     ]
 
 
@@ -169,8 +232,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--source-tree", action="store_true",
-                        help="run the checkout's gputriage instead of an installed wheel")
+    parser.add_argument(
+        "--source-tree",
+        action="store_true",
+        help="run the checkout's gputriage instead of an installed wheel",
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         installed = None if args.source_tree else stack.enter_context(Installed()).gputriage

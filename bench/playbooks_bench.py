@@ -24,19 +24,39 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 POD = {
-    "apiVersion": "v1", "kind": "Pod",
+    "apiVersion": "v1",
+    "kind": "Pod",
     "metadata": {"name": "trainer-0", "namespace": "ml", "uid": "0b4f6e1c"},
-    "spec": {"nodeName": "gpu-node-7", "containers": [
-        {"name": f"c{i}", "image": "pytorch",
-         "resources": {"limits": {"nvidia.com/gpu": "1", "memory": "64Gi"}}} for i in range(8)]},
-    "status": {"phase": "Running", "containerStatuses": [
-        {"name": f"c{i}", "ready": False, "restartCount": 3,
-         "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-         "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}} for i in range(8)]},
+    "spec": {
+        "nodeName": "gpu-node-7",
+        "containers": [
+            {
+                "name": f"c{i}",
+                "image": "pytorch",
+                "resources": {"limits": {"nvidia.com/gpu": "1", "memory": "64Gi"}},
+            }
+            for i in range(8)
+        ],
+    },
+    "status": {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": f"c{i}",
+                "ready": False,
+                "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+            }
+            for i in range(8)
+        ],
+    },
 }
 
-CONDITION = ('pod.phase == "Running" && pod.containers.exists(c, c.waiting_reason == '
-             '"CrashLoopBackOff" && c.last_exit_code != 137)')
+CONDITION = (
+    'pod.phase == "Running" && pod.containers.exists(c, c.waiting_reason == '
+    '"CrashLoopBackOff" && c.last_exit_code != 137)'
+)
 
 
 def median_s(fn: Callable[[], object], repeat: int) -> float:
@@ -73,8 +93,9 @@ def main() -> int:
     conditions += sum(len(b.routes) for b in books)
     compile_one = median_s(lambda: compile_condition(CONDITION), 50)
 
-    evidence = EvidenceSet([decode(Key.POD, json.dumps(POD, indent=2).encode(),
-                                   source="bench/pod.json")])
+    evidence = EvidenceSet(
+        [decode(Key.POD, json.dumps(POD, indent=2).encode(), source="bench/pod.json")]
+    )
     facts = build_facts(evidence)
     variables = facts.to_context()
     context_s = median_s(lambda: new_context(variables), 20)
@@ -92,15 +113,22 @@ def main() -> int:
     transcript = walk(books, facts, entry="triage")
 
     print(f"CEL engine (compiled module)     {import_cel * 1e3:8.1f} ms (once per process)")
-    print(f"load shipped playbooks          {load * 1e3:8.1f} ms ({len(books)} playbooks, "
-          f"{conditions} conditions)")
+    print(
+        f"load shipped playbooks          {load * 1e3:8.1f} ms ({len(books)} playbooks, "
+        f"{conditions} conditions)"
+    )
     print(f"compile one condition           {compile_one * 1e3:8.3f} ms")
-    print(f"build CEL context from facts    {context_s * 1e3:8.3f} ms "
-          f"({len(variables)} fact groups)")
-    print(f"evaluate a typical condition    {per_eval * 1e6:8.1f} us (mean of {n}; "
-          f"budget: well under 1 ms)")
-    print(f"walk the router to a finding    {walk_s * 1e3:8.3f} ms "
-          f"(-> {', '.join(f.id for f in transcript.findings)})")
+    print(
+        f"build CEL context from facts    {context_s * 1e3:8.3f} ms ({len(variables)} fact groups)"
+    )
+    print(
+        f"evaluate a typical condition    {per_eval * 1e6:8.1f} us (mean of {n}; "
+        f"budget: well under 1 ms)"
+    )
+    print(
+        f"walk the router to a finding    {walk_s * 1e3:8.3f} ms "
+        f"(-> {', '.join(f.id for f in transcript.findings)})"
+    )
     return 0
 
 

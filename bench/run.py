@@ -94,9 +94,15 @@ def startup(report: Report, args: argparse.Namespace) -> None:
         cells = line.split()
         if len(cells) == 5 and re.fullmatch(r"[\d.]+", cells[-1]):
             name, _, paint, pod, verdict = cells
-            report.figures.append(info("startup", f"demo {name}: paint / pod / verdict",
-                                       float(paint), "s", f"pod {pod} s, verdict {verdict} s "
-                                                          "(from launch)"))
+            report.figures.append(
+                info(
+                    "startup",
+                    f"demo {name}: paint / pod / verdict",
+                    float(paint),
+                    "s",
+                    f"pod {pod} s, verdict {verdict} s (from launch)",
+                )
+            )
 
 
 def walk(report: Report, args: argparse.Namespace) -> None:
@@ -121,8 +127,10 @@ def vs_manual(report: Report, args: argparse.Namespace) -> None:
 
 
 #: A row of bench/scan_bench.py's table: command, wall s, peak RSS MiB, output MiB.
-_SCAN_ROW = re.compile(r"^(?P<cmd>gputriage scan|kubectl get pods)\b.*?\(run \d+\)\s+"
-                       r"(?P<wall>[\d.]+)\s+(?P<rss>[\d.]+)\s+(?P<out>[\d.]+)\s*$")
+_SCAN_ROW = re.compile(
+    r"^(?P<cmd>gputriage scan|kubectl get pods)\b.*?\(run \d+\)\s+"
+    r"(?P<wall>[\d.]+)\s+(?P<rss>[\d.]+)\s+(?P<out>[\d.]+)\s*$"
+)
 #: gputriage scan's peak memory at 100,000 pods: bounded (pages are streamed into rows).
 SCAN_RSS_MIB = 256
 
@@ -133,8 +141,10 @@ def scan(report: Report, args: argparse.Namespace) -> None:
         extra += ["--nodes", "500", "--pods", "10000"]
     out = _script("scan_bench.py", *extra, timeout=3600)
     if out is None:
-        report.problems.append("bench/scan_bench.py is missing: the scan figures (5,000 nodes "
-                               "/ 100,000 pods vs kubectl get pods -A -o json) were not run")
+        report.problems.append(
+            "bench/scan_bench.py is missing: the scan figures (5,000 nodes "
+            "/ 100,000 pods vs kubectl get pods -A -o json) were not run"
+        )
         return
     report.details["scan (bench/scan_bench.py)"] = out
     rows: dict[str, list[tuple[float, float]]] = {}
@@ -153,10 +163,23 @@ def scan(report: Report, args: argparse.Namespace) -> None:
     report.figures += [
         info("scan", "gputriage scan -A --report json", ours, "s", scale),
         info("scan", "kubectl get pods -A -o json", theirs, "s", scale),
-        _util.at_least("scan", "kubectl get pods / gputriage scan", theirs / ours, "x", 1.0,
-                       goal=">= 1x", note=f"{scale}; no slower than kubectl"),
-        _util.at_most("scan", "gputriage scan peak RSS", rss, "MiB", SCAN_RSS_MIB,
-                      note=f"{scale}; kubectl get pods: {kubectl_rss:.0f} MiB"),
+        _util.at_least(
+            "scan",
+            "kubectl get pods / gputriage scan",
+            theirs / ours,
+            "x",
+            1.0,
+            goal=">= 1x",
+            note=f"{scale}; no slower than kubectl",
+        ),
+        _util.at_most(
+            "scan",
+            "gputriage scan peak RSS",
+            rss,
+            "MiB",
+            SCAN_RSS_MIB,
+            note=f"{scale}; kubectl get pods: {kubectl_rss:.0f} MiB",
+        ),
     ]
 
 
@@ -170,8 +193,9 @@ def node_bytes(report: Report, args: argparse.Namespace) -> None:
 def playbooks(report: Report, args: argparse.Namespace) -> None:
     from bench import conditions_bench
 
-    report.figures += conditions_bench.measure(50 if args.quick else 300,
-                                               runs=2 if args.quick else 3)
+    report.figures += conditions_bench.measure(
+        50 if args.quick else 300, runs=2 if args.quick else 3
+    )
     out = _script("playbooks_bench.py", "--iterations", "2000" if args.quick else "20000")
     if out is None:
         report.problems.append("bench/playbooks_bench.py is missing")
@@ -193,26 +217,34 @@ EXPLAIN: dict[str, str] = {
         "chain's six processes together). kubectl and ssh are compiled programs. The "
         "ratio grows with real latency (gputriage's ~20 requests and 6 node commands run at "
         "once; the chain pays every round trip in turn) and shrinks with machine load: "
-        "compare the load average printed with the figures."),
+        "compare the load average printed with the figures."
+    ),
     "gputriage POD --from BUNDLE --report json (fresh process)": (
         "A replay is CPU only (imports, facts, walk, report: the 'replay CPU time' row); on a "
         "loaded machine its wall time is a multiple of that. Compare the load average "
-        "printed with the figures."),
+        "printed with the figures."
+    ),
     "TUI: pod facts on screen after the API answered": (
         "It is the first paint after the session is open plus the first facts build (the "
         "'from launch' rows above give the split), while the playbook worker imports cel and "
         "compiles every condition and the node worker imports paramiko and opens SSH, in the "
-        "same process."),
+        "same process."
+    ),
     "full walk / slowest single source": (
         "Every key runs in its own thread in one interpreter: on a loaded machine the threads "
         "and the facts/walk CPU time compete for the GIL, so the ratio is noisy; compare with "
-        "a run on an idle machine."),
+        "a run on an idle machine."
+    ),
 }
 
 
 RUNNERS: dict[str, Callable[[Report, argparse.Namespace], None]] = {
-    "startup": startup, "walk": walk, "vs-manual": vs_manual, "scan": scan,
-    "node-bytes": node_bytes, "playbooks": playbooks,
+    "startup": startup,
+    "walk": walk,
+    "vs-manual": vs_manual,
+    "scan": scan,
+    "node-bytes": node_bytes,
+    "playbooks": playbooks,
 }
 
 
@@ -232,8 +264,11 @@ def markdown(report: Report, args: argparse.Namespace, info_rows: dict[str, str]
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
-    command = "bench/run.py" + (" --quick" if args.quick else "") + (
-        f" --latency-ms {args.latency_ms:g}" if args.latency_ms != 20 else "")
+    command = (
+        "bench/run.py"
+        + (" --quick" if args.quick else "")
+        + (f" --latency-ms {args.latency_ms:g}" if args.latency_ms != 20 else "")
+    )
     out = [
         "# Performance",
         "",
@@ -260,8 +295,11 @@ def markdown(report: Report, args: argparse.Namespace, info_rows: dict[str, str]
         "",
         "| section | figure | value | goal | result | note |",
         "|---|---|---:|---|---|---|",
-        *[f"| {f.section} | {cell(f.name)} | {f.shown()} | {cell(f.goal)} | "
-          f"{f.verdict and f'**{f.verdict}**'} | {cell(f.note)} |" for f in report.figures],
+        *[
+            f"| {f.section} | {cell(f.name)} | {f.shown()} | {cell(f.goal)} | "
+            f"{f.verdict and f'**{f.verdict}**'} | {cell(f.note)} |"
+            for f in report.figures
+        ],
         "",
     ]
     misses = [f for f in report.figures if f.passed is False]
@@ -277,47 +315,87 @@ def markdown(report: Report, args: argparse.Namespace, info_rows: dict[str, str]
     for title, text in report.details.items():
         out += [f"### {title}", "", "```", text.rstrip(), "```", ""]
     out += ["## How each figure is measured", ""] + [
-        f"- `bench/{name}`: {doc}" for name, doc in (
-            ("startup_bench.py", "`gputriage --help` wall time; the live TUI in a fresh "
-                                 "interpreter with Textual's headless driver, marks from "
-                                 "process launch; the budget is pod facts on screen within "
-                                 "0.5 s after the API answered the pod GET."),
-            ("walk_bench.py", "every evidence key collected concurrently, facts built and the "
-                              "shipped playbooks walked, against each key alone with only what "
-                              "it needs (fresh connections); ratio to the slowest."),
-            ("manual_bench.py", "a fresh `gputriage <pod> --report json` process of the "
-                                "installed wheel against `kubectl describe pod`, `kubectl get "
-                                "node -o json`, `kubectl logs`, `ssh node journalctl -u "
-                                "kubelet`, `ssh node dmesg -T`, `ssh node nvidia-smi -q -x` run "
-                                "one after another (machine time only), in interleaved rounds "
-                                "(the ratio is the median of the per-round ratios); and a "
-                                "fresh headless replay of a built-in scenario."),
-            ("scan_bench.py", "`gputriage scan -A` over 5,000 nodes and 100,000 pods against "
-                              "`kubectl get pods -A -o json`, with peak RSS (its own API "
-                              "server, without injected latency)."),
-            ("bytes_bench.py", "a TCP relay in front of the node counts every byte the client "
-                               "receives while the journal and kernel log are collected."),
-            ("conditions_bench.py", "load in a fresh process; every route and branch "
-                                    "condition evaluated against facts from each demo "
-                                    "scenario; full walks."),
-        )]
+        f"- `bench/{name}`: {doc}"
+        for name, doc in (
+            (
+                "startup_bench.py",
+                "`gputriage --help` wall time; the live TUI in a fresh "
+                "interpreter with Textual's headless driver, marks from "
+                "process launch; the budget is pod facts on screen within "
+                "0.5 s after the API answered the pod GET.",
+            ),
+            (
+                "walk_bench.py",
+                "every evidence key collected concurrently, facts built and the "
+                "shipped playbooks walked, against each key alone with only what "
+                "it needs (fresh connections); ratio to the slowest.",
+            ),
+            (
+                "manual_bench.py",
+                "a fresh `gputriage <pod> --report json` process of the "
+                "installed wheel against `kubectl describe pod`, `kubectl get "
+                "node -o json`, `kubectl logs`, `ssh node journalctl -u "
+                "kubelet`, `ssh node dmesg -T`, `ssh node nvidia-smi -q -x` run "
+                "one after another (machine time only), in interleaved rounds "
+                "(the ratio is the median of the per-round ratios); and a "
+                "fresh headless replay of a built-in scenario.",
+            ),
+            (
+                "scan_bench.py",
+                "`gputriage scan -A` over 5,000 nodes and 100,000 pods against "
+                "`kubectl get pods -A -o json`, with peak RSS (its own API "
+                "server, without injected latency).",
+            ),
+            (
+                "bytes_bench.py",
+                "a TCP relay in front of the node counts every byte the client "
+                "receives while the journal and kernel log are collected.",
+            ),
+            (
+                "conditions_bench.py",
+                "load in a fresh process; every route and branch "
+                "condition evaluated against facts from each demo "
+                "scenario; full walks.",
+            ),
+        )
+    ]
     return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency-ms", type=float, default=20.0,
-                        help="delay of every API request and SSH command (default 20)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer repetitions, smaller logs, a 10x smaller scan")
-    parser.add_argument("--runs", type=int, default=0,
-                        help="repetitions per timed figure (default 5, 2 with --quick)")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
-                        help=f"run only these sections ({', '.join(SECTIONS)})")
-    parser.add_argument("--markdown", metavar="FILE",
-                        help="also write the figures as Markdown (docs/performance.md)")
-    parser.add_argument("--source-tree", action="store_true",
-                        help="time the checkout's gputriage instead of an installed wheel")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=20.0,
+        help="delay of every API request and SSH command (default 20)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer repetitions, smaller logs, a 10x smaller scan"
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=0,
+        help="repetitions per timed figure (default 5, 2 with --quick)",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        metavar="SECTION",
+        help=f"run only these sections ({', '.join(SECTIONS)})",
+    )
+    parser.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help="also write the figures as Markdown (docs/performance.md)",
+    )
+    parser.add_argument(
+        "--source-tree",
+        action="store_true",
+        help="time the checkout's gputriage instead of an installed wheel",
+    )
     args = parser.parse_args(argv)
     args.runs = args.runs or (2 if args.quick else 5)
     with contextlib.ExitStack() as stack:
@@ -331,8 +409,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     info_rows = machine()
     info_rows["gputriage under test"] = (
-        "installed wheel, own venv in a temp dir, bytecode present" if args.installed
-        else "the source tree (--source-tree)")
+        "installed wheel, own venv in a temp dir, bytecode present"
+        if args.installed
+        else "the source tree (--source-tree)"
+    )
     for key, value in info_rows.items():
         print(f"{key + ':':<34} {value}")
     print(f"{'injected latency:':<34} {args.latency_ms:g} ms per API request and SSH command")

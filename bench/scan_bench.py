@@ -44,8 +44,13 @@ print(json.dumps({"rc": rc, "wall_s": wall,
 
 
 def measure(argv: list[str], output: Path, env: dict[str, str]) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-c", WRAPPER, str(output), *argv], env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(output), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result: dict[str, float] = json.loads(done.stdout)
     result["output_mib"] = output.stat().st_size / 2**20
     return result
@@ -64,45 +69,79 @@ def main() -> int:
     started = time.perf_counter()
     cluster, planted = generate(opts.nodes, opts.pods, now=time.time())
     pods = len(cluster.objects[("", "pods")])
-    print(f"generated {len(cluster.objects[('', 'nodes')])} nodes and {pods} pods "
-          f"in {time.perf_counter() - started:.1f} s", flush=True)
+    print(
+        f"generated {len(cluster.objects[('', 'nodes')])} nodes and {pods} pods "
+        f"in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
     kubectl = shutil.which("kubectl")
     rows: list[tuple[str, dict[str, float]]] = []
     with KubeAPI(cluster) as api, tempfile.TemporaryDirectory(prefix="scan-bench-") as tmp:
         work = Path(tmp)
         config = api.write_kubeconfig(work / "kubeconfig")
-        env = {**os.environ, "KUBECACHEDIR": str(work / "kube-cache"),
-               "HOME": str(work)}
-        scan = [sys.executable, "-m", "gputriage", "scan", "-A", "--report", "json",
-                "--kubeconfig", str(config), "--request-timeout", "60"]
+        env = {**os.environ, "KUBECACHEDIR": str(work / "kube-cache"), "HOME": str(work)}
+        scan = [
+            sys.executable,
+            "-m",
+            "gputriage",
+            "scan",
+            "-A",
+            "--report",
+            "json",
+            "--kubeconfig",
+            str(config),
+            "--request-timeout",
+            "60",
+        ]
         for run in range(opts.runs):
             result = measure(scan, work / "scan.json", env)
             report = json.loads((work / "scan.json").read_text())
-            found_pods = {(t["namespace"], t["name"]): frozenset(t["troubles"])
-                          for t in report["troubles"] if t["kind"] == "pod"}
-            found_nodes = {t["name"]: frozenset(t["troubles"]) for t in report["troubles"]
-                           if t["kind"] == "node"}
+            found_pods = {
+                (t["namespace"], t["name"]): frozenset(t["troubles"])
+                for t in report["troubles"]
+                if t["kind"] == "pod"
+            }
+            found_nodes = {
+                t["name"]: frozenset(t["troubles"])
+                for t in report["troubles"]
+                if t["kind"] == "node"
+            }
             assert result["rc"] == 3, result
-            assert found_pods == planted.pods and found_nodes == planted.nodes, \
+            assert found_pods == planted.pods and found_nodes == planted.nodes, (
                 "the scan did not find exactly the planted troubles"
+            )
             rows.append((f"gputriage scan -A --report json (run {run + 1})", result))
             if kubectl:
-                result = measure([kubectl, "get", "pods", "-A", "-o", "json", "--kubeconfig",
-                                  str(config), "--request-timeout", "60s"],
-                                 work / "pods.json", env)
+                result = measure(
+                    [
+                        kubectl,
+                        "get",
+                        "pods",
+                        "-A",
+                        "-o",
+                        "json",
+                        "--kubeconfig",
+                        str(config),
+                        "--request-timeout",
+                        "60s",
+                    ],
+                    work / "pods.json",
+                    env,
+                )
                 assert result["rc"] == 0, result
                 rows.append((f"kubectl get pods -A -o json (run {run + 1})", result))
         requests = api.requests
     print(f"\n{'command':<46} {'wall s':>8} {'peak RSS MiB':>13} {'output MiB':>11}")
     for name, r in rows:
-        print(f"{name:<46} {r['wall_s']:>8.2f} {r['peak_rss_mib']:>13.0f} "
-              f"{r['output_mib']:>11.2f}")
+        print(f"{name:<46} {r['wall_s']:>8.2f} {r['peak_rss_mib']:>13.0f} {r['output_mib']:>11.2f}")
     if not kubectl:
         print("(kubectl not found: only the scan was timed)")
     lists = [r for r in requests if r.agent.startswith("gputriage/")]
-    print(f"\ngputriage made {len(lists)} requests, all GET with limit="
-          f"{sorted({r.param('limit') for r in lists})}; planted: {len(planted.pods)} pods, "
-          f"{len(planted.nodes)} nodes (found exactly)")
+    print(
+        f"\ngputriage made {len(lists)} requests, all GET with limit="
+        f"{sorted({r.param('limit') for r in lists})}; planted: {len(planted.pods)} pods, "
+        f"{len(planted.nodes)} nodes (found exactly)"
+    )
     return 0
 
 

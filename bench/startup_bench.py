@@ -76,8 +76,9 @@ def help_wall(lab: Lab, runs: int) -> float:
 def tui_marks(lab: Lab, runs: int) -> dict[str, float]:
     results = []
     for _ in range(runs):
-        done = python_child(CHILD, repr(time.time()), *lab.triage_args(), env=lab.env(),
-                            timeout=120)
+        done = python_child(
+            CHILD, repr(time.time()), *lab.triage_args(), env=lab.env(), timeout=120
+        )
         if done.returncode != 0:
             raise RuntimeError(f"the live TUI run failed: {done.stderr[-1500:]}")
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -86,20 +87,41 @@ def tui_marks(lab: Lab, runs: int) -> dict[str, float]:
 
 
 def measure(lab: Lab, runs: int) -> list[Figure]:
-    figures = [at_most(SECTION, "gputriage --help (wall)", help_wall(lab, runs), "s", 0.3,
-                       note=f"median of {runs}")]
+    figures = [
+        at_most(
+            SECTION,
+            "gputriage --help (wall)",
+            help_wall(lab, runs),
+            "s",
+            0.3,
+            note=f"median of {runs}",
+        )
+    ]
     marks = tui_marks(lab, runs)
     note = f"median of {runs} cold starts, headless 120x40, live API + SSH node"
     figures += [
         info(SECTION, "TUI: API answered (from launch)", marks["api"], "s", note),
         info(SECTION, "TUI: first paint (from launch)", marks["paint"], "s", note),
         info(SECTION, "TUI: pod facts on screen (from launch)", marks["pod"], "s", note),
-        at_most(SECTION, "TUI: pod facts on screen after the API answered",
-                marks["pod"] - marks["api"], "s", 0.5, note=note),
+        at_most(
+            SECTION,
+            "TUI: pod facts on screen after the API answered",
+            marks["pod"] - marks["api"],
+            "s",
+            0.5,
+            note=note,
+        ),
     ]
     if "settled" in marks:
-        figures.append(info(SECTION, "TUI: every source in and walked (from launch)",
-                            marks["settled"], "s", note))
+        figures.append(
+            info(
+                SECTION,
+                "TUI: every source in and walked (from launch)",
+                marks["settled"],
+                "s",
+                note,
+            )
+        )
     return figures
 
 

@@ -65,8 +65,14 @@ asyncio.run(main())
 
 def run_once(scenario: str) -> dict[str, float]:
     start = time.time()
-    out = subprocess.run([sys.executable, "-c", CHILD, repr(start), scenario], cwd=ROOT,
-                         check=True, capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, repr(start), scenario],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
@@ -79,13 +85,17 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     names = args.scenarios or [s.name for s in list_scenarios()]
-    print(f"{'scenario':<28} {'imported':>9} {'paint':>7} {'pod':>7} {'verdict':>8}  "
-          f"(median of {args.runs} runs, seconds from process launch)")
+    print(
+        f"{'scenario':<28} {'imported':>9} {'paint':>7} {'pod':>7} {'verdict':>8}  "
+        f"(median of {args.runs} runs, seconds from process launch)"
+    )
     for name in names:
         runs = [run_once(name) for _ in range(args.runs)]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        print(f"{name:<28} {med['imported']:>9.3f} {med['paint']:>7.3f} {med['pod']:>7.3f} "
-              f"{med['verdict']:>8.3f}")
+        print(
+            f"{name:<28} {med['imported']:>9.3f} {med['paint']:>7.3f} {med['pod']:>7.3f} "
+            f"{med['verdict']:>8.3f}"
+        )
     return 0
 
 

@@ -76,23 +76,28 @@ def single_key(lab: Lab, key: Any) -> float:
     try:
         broker = session.broker
         if key in NODE_KEYS:
-            narrowed = Broker(OnlyKeys(broker.cluster, (Key.NODE,)), broker.node_sources,
-                              timeout=broker.timeout, node_timeout=broker.node_timeout,
-                              node_keys=(key,))
+            narrowed = Broker(
+                OnlyKeys(broker.cluster, (Key.NODE,)),
+                broker.node_sources,
+                timeout=broker.timeout,
+                node_timeout=broker.node_timeout,
+                node_keys=(key,),
+            )
         else:
-            narrowed = Broker(OnlyKeys(broker.cluster, (key,)), (), timeout=broker.timeout,
-                              node_keys=())
+            narrowed = Broker(
+                OnlyKeys(broker.cluster, (key,)), (), timeout=broker.timeout, node_keys=()
+            )
         evidence = asyncio.run(narrowed.gather())
         if not evidence[key].ok:
-            raise RuntimeError(f"{key.value} alone: {evidence[key].status.value}: "
-                               f"{evidence[key].detail}")
+            raise RuntimeError(
+                f"{key.value} alone: {evidence[key].status.value}: {evidence[key].detail}"
+            )
     finally:
         session.close()
     return time.perf_counter() - start
 
 
-def measure(lab: Lab, runs: int, progress: Callable[[str], None] = lambda s: None
-            ) -> list[Figure]:
+def measure(lab: Lab, runs: int, progress: Callable[[str], None] = lambda s: None) -> list[Figure]:
     from gputriage.evidence.model import Key
     from gputriage.evidence.sources import NODE_KEYS
     from gputriage.playbook.loader import load_playbooks
@@ -107,14 +112,28 @@ def measure(lab: Lab, runs: int, progress: Callable[[str], None] = lambda s: Non
     for key in (*CLUSTER_KEYS, *NODE_KEYS):
         singles[key] = median(single_key(lab, key) for _ in range(runs))
     slowest = max(singles, key=lambda k: singles[k])
-    note = (f"median of {runs}; {len(singles) + 1} keys; slowest alone: {slowest.value} "
-            f"({singles[slowest]:.3f} s)")
+    note = (
+        f"median of {runs}; {len(singles) + 1} keys; slowest alone: {slowest.value} "
+        f"({singles[slowest]:.3f} s)"
+    )
     return [
         info(SECTION, "full walk, every source (pod to verdict)", full, "s", note),
-        info(SECTION, f"slowest single source alone ({slowest.value})", singles[slowest], "s",
-             f"median of {runs}, fresh connections"),
-        at_most(SECTION, "full walk / slowest single source", full / singles[slowest], "x",
-                1.2, goal="<= 1.2x", note=note),
+        info(
+            SECTION,
+            f"slowest single source alone ({slowest.value})",
+            singles[slowest],
+            "s",
+            f"median of {runs}, fresh connections",
+        ),
+        at_most(
+            SECTION,
+            "full walk / slowest single source",
+            full / singles[slowest],
+            "x",
+            1.2,
+            goal="<= 1.2x",
+            note=note,
+        ),
     ]
 
 

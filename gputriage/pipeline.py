@@ -84,8 +84,9 @@ class Triage:
 # Kinds of walk
 
 
-def pod_triage(target: str, options: TriageOptions, *, description: str = "",
-               check_bundle: bool = True) -> Triage:
+def pod_triage(
+    target: str, options: TriageOptions, *, description: str = "", check_bundle: bool = True
+) -> Triage:
     """``gputriage POD`` (or ``KIND/NAME``): a bundle replayed or the live cluster.
 
     With a bundle, a pod name or namespace the SRE typed must be the bundle's (replaying
@@ -107,8 +108,7 @@ def pod_triage(target: str, options: TriageOptions, *, description: str = "",
 
         return LiveSession.open(target, options.cluster, options.node)
 
-    return Triage(kind="owner" if "/" in target else "pod", name=target,
-                  open_session=open_session)
+    return Triage(kind="owner" if "/" in target else "pod", name=target, open_session=open_session)
 
 
 def node_triage(node: str, options: TriageOptions) -> Triage:
@@ -124,9 +124,14 @@ def node_triage(node: str, options: TriageOptions) -> Triage:
 
         return open_node_session(node, options.cluster, options.node)
 
-    return Triage(kind="node", name=node, open_session=open_session,
-                  build_facts=_node_facts, notes_scope=("node", node),
-                  report_extras=with_inventory)
+    return Triage(
+        kind="node",
+        name=node,
+        open_session=open_session,
+        build_facts=_node_facts,
+        notes_scope=("node", node),
+        report_extras=with_inventory,
+    )
 
 
 def node_after(session: Session, node: str, options: TriageOptions) -> Triage:
@@ -187,8 +192,9 @@ def run_headless(triage: Triage, options: TriageOptions, report: ReportOptions) 
     transcript = walk(playbooks, facts, report.answers, report.overrides, entry=triage.entry)
     notes_file = options.walk.notes_file
     notes = read_notes_file(notes_file) if notes_file else []
-    text = render(report.format, session.description, session.context, evidence, facts,
-                  transcript, notes)
+    text = render(
+        report.format, session.description, session.context, evidence, facts, transcript, notes
+    )
     if triage.report_extras is not None:
         text = triage.report_extras(report.format, text, evidence, facts)
     if report.output is not None:

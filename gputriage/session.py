@@ -71,8 +71,9 @@ class BundleSession:
         return self._load()
 
 
-def check_bundle_target(evidence: EvidenceSet, pod: str | None, namespace: str | None,
-                        path: Path) -> None:
+def check_bundle_target(
+    evidence: EvidenceSet, pod: str | None, namespace: str | None, path: Path
+) -> None:
     """Raise when ``pod``/``namespace`` (as typed) name another pod than the bundle holds."""
     from gputriage.errors import GputriageError
     from gputriage.facts.build import target_of
@@ -88,7 +89,9 @@ def check_bundle_target(evidence: EvidenceSet, pod: str | None, namespace: str |
         raise GputriageError(
             f"the bundle {path.name} holds pod {held.namespace}/{held.pod}, not {asked}. Run "
             f"`gputriage {held.pod} -n {held.namespace} --from {path}`, or point --from at "
-            "the bundle collected for that pod.", title="pod not in bundle")
+            "the bundle collected for that pod.",
+            title="pod not in bundle",
+        )
 
 
 def _is_kind_ref(pod: str) -> bool:

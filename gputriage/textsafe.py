@@ -117,8 +117,10 @@ def clean_obj(obj: Any) -> Any:
 #: less keeps the text readable where a ticket shows Markdown source (Slack, Jira).
 _MD_SPECIAL = re.compile(r"[\\*\[\]<>|~&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
-_URLISH = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]{1,20}://|www\.|(?:javascript|data|mailto|file):)"
-                     r"[^\s`]+")
+_URLISH = re.compile(
+    r"(?i)\b(?:[a-z][a-z0-9+.-]{1,20}://|www\.|(?:javascript|data|mailto|file):)"
+    r"[^\s`]+"
+)
 
 
 def md_prose(text: Any, *, code_spans: bool = True) -> str:
@@ -146,7 +148,7 @@ def _md_line(line: str, code_spans: bool) -> str:
     pos = 0
     if code_spans:
         for m in _CODE_SPAN.finditer(line):
-            out.append(_md_plain(line[pos:m.start()]))
+            out.append(_md_plain(line[pos : m.start()]))
             body = m.group(2).replace("|", "\\|")  # GFM tables split code spans too
             out.append(_inline_code(body))
             pos = m.end()
@@ -163,7 +165,7 @@ def _md_plain(text: str) -> str:
     out: list[str] = []
     pos = 0
     for m in _URLISH.finditer(text):
-        out.append(_MD_SPECIAL.sub(_escape, text[pos:m.start()]).replace("`", "\\`"))
+        out.append(_MD_SPECIAL.sub(_escape, text[pos : m.start()]).replace("`", "\\`"))
         out.append(_inline_code(m.group(0)))
         pos = m.end()
     out.append(_MD_SPECIAL.sub(_escape, text[pos:]).replace("`", "\\`"))

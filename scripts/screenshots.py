@@ -52,9 +52,13 @@ async def settle(app: TriageApp, pilot: object) -> None:
 
 
 def demo_app(name: str, work: Path) -> TriageApp:
-    app = TriageApp(BundleSession(scenario_path(name), description=f"demo {name}"),
-                    notes_path=work / f"{name}-notes.json", export_dir=work,
-                    clock=lambda: NOW, clipboard_file=work / "clipboard.txt")
+    app = TriageApp(
+        BundleSession(scenario_path(name), description=f"demo {name}"),
+        notes_path=work / f"{name}-notes.json",
+        export_dir=work,
+        clock=lambda: NOW,
+        clipboard_file=work / "clipboard.txt",
+    )
     app.animation_level = "none"  # no half-drawn tab underline: the same pictures every run
     return app
 
@@ -127,8 +131,10 @@ async def shoot_picker(out: Path) -> Path:
 def to_png(svgs: list[Path]) -> None:
     tool = shutil.which("rsvg-convert")
     if tool is None:
-        raise SystemExit("rsvg-convert not found: apt-get install -y librsvg2-bin fonts-symbola "
-                         "(or pass --svg-only)")
+        raise SystemExit(
+            "rsvg-convert not found: apt-get install -y librsvg2-bin fonts-symbola "
+            "(or pass --svg-only)"
+        )
     for svg in svgs:
         subprocess.run([tool, "-o", str(svg.with_suffix(".png")), str(svg)], check=True)
 
@@ -136,8 +142,12 @@ def to_png(svgs: list[Path]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
-    parser.add_argument("--scenario", action="append", default=[],
-                        help="only this scenario (repeatable; default: all)")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        help="only this scenario (repeatable; default: all)",
+    )
     parser.add_argument("--svg-only", action="store_true", help="skip the PNG conversion")
     args = parser.parse_args()
     names = args.scenario or [s.name for s in list_scenarios()]

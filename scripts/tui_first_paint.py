@@ -41,12 +41,14 @@ Hello().run()
 
 
 def tmux(sock: str, *args: str) -> str:
-    return subprocess.run(["tmux", "-L", sock, *args], check=True, capture_output=True,
-                          text=True, timeout=10).stdout
+    return subprocess.run(
+        ["tmux", "-L", sock, *args], check=True, capture_output=True, text=True, timeout=10
+    ).stdout
 
 
-def time_markers(sock: str, command: str, markers: list[str], size: tuple[int, int],
-                 timeout: float = 30.0) -> list[float]:
+def time_markers(
+    sock: str, command: str, markers: list[str], size: tuple[int, int], timeout: float = 30.0
+) -> list[float]:
     """Seconds from launch until each marker is first on screen."""
     found: dict[str, float] = {}
     start = time.perf_counter()
@@ -89,8 +91,10 @@ def main() -> int:
             pod = "ml-training/llm-finetune-7d9c5b8f6d-x2x4q"
         ns, name = pod.split("/")
         hello_cmd = f"unset COLUMNS LINES; {python} {shlex.quote(str(hello))}"
-        triage_cmd = (f"unset COLUMNS LINES; cd {shlex.quote(tmp)} && {env}{python} -m gputriage "
-                      f"{shlex.quote(name)} -n {shlex.quote(ns)} --from {shlex.quote(str(bundle))}")
+        triage_cmd = (
+            f"unset COLUMNS LINES; cd {shlex.quote(tmp)} && {env}{python} -m gputriage "
+            f"{shlex.quote(name)} -n {shlex.quote(ns)} --from {shlex.quote(str(bundle))}"
+        )
         sock = f"first-paint-{os.getpid()}"
         hellos: list[float] = []
         frames: list[float] = []
@@ -98,18 +102,23 @@ def main() -> int:
         walks: list[float] = []
         for i in range(args.rounds):  # a fresh tmux server each time, as a new terminal
             hellos += time_markers(f"{sock}-h{i}", hello_cmd, ["Hello, first frame"], (w, h))
-            frame, header, walk = time_markers(f"{sock}-g{i}", triage_cmd,
-                                               ["─ Walk ─", pod, "Step 1 of"], (w, h))
+            frame, header, walk = time_markers(
+                f"{sock}-g{i}", triage_cmd, ["─ Walk ─", pod, "Step 1 of"], (w, h)
+            )
             frames.append(frame)
             headers.append(header)
             walks.append(walk)
     med = statistics.median
     load = os.getloadavg()
-    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
-          f"{load[2]:.2f}; {args.rounds} interleaved rounds in tmux at {w}x{h}; medians")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
+        f"{load[2]:.2f}; {args.rounds} interleaved rounds in tmux at {w}x{h}; medians"
+    )
     print(f"hello-world Textual first frame   {med(hellos):.3f} s")
-    print(f"gputriage first frame             {med(frames):.3f} s  "
-          f"({med(frames) / med(hellos):.2f}x hello world)")
+    print(
+        f"gputriage first frame             {med(frames):.3f} s  "
+        f"({med(frames) / med(hellos):.2f}x hello world)"
+    )
     print(f"gputriage pod header on screen    {med(headers):.3f} s")
     print(f"gputriage first step walked       {med(walks):.3f} s")
     return 0

@@ -21,11 +21,31 @@ from typing import Any
 import yaml
 
 #: The only keys of a case file the converter reads.
-EVIDENCE_KEYS = ("pod_status", "events", "kubelet_journal", "device_plugin_log",
-                 "container_log", "node_state", "other_log", "dmesg", "nvidia_smi")
+EVIDENCE_KEYS = (
+    "pod_status",
+    "events",
+    "kubelet_journal",
+    "device_plugin_log",
+    "container_log",
+    "node_state",
+    "other_log",
+    "dmesg",
+    "nvidia_smi",
+)
 #: Keys that hold the diagnosis; reading them would make the bundle a hint.
-ANSWER_KEYS = frozenset({"id", "family", "subfamily", "root_cause", "root_cause_confidence",
-                         "fix", "notes", "source", "related_sources"})
+ANSWER_KEYS = frozenset(
+    {
+        "id",
+        "family",
+        "subfamily",
+        "root_cause",
+        "root_cause_confidence",
+        "fix",
+        "notes",
+        "source",
+        "related_sources",
+    }
+)
 
 POD_NAME = "case-pod"
 NAMESPACE = "default"
@@ -33,23 +53,42 @@ NODE_NAME = "case-node"
 CONTAINER = "app"
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
-WAITING_REASONS = ("ContainerCreating", "CrashLoopBackOff", "CreateContainerError",
-                   "CreateContainerConfigError", "RunContainerError", "ImagePullBackOff",
-                   "ErrImagePull", "PodInitializing", "InvalidImageName")
-OWNER_KINDS = {"replicaset": "ReplicaSet", "deployment": "Deployment", "job": "Job",
-               "statefulset": "StatefulSet", "daemonset": "DaemonSet", "cronjob": "CronJob"}
+WAITING_REASONS = (
+    "ContainerCreating",
+    "CrashLoopBackOff",
+    "CreateContainerError",
+    "CreateContainerConfigError",
+    "RunContainerError",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "PodInitializing",
+    "InvalidImageName",
+)
+OWNER_KINDS = {
+    "replicaset": "ReplicaSet",
+    "deployment": "Deployment",
+    "job": "Job",
+    "statefulset": "StatefulSet",
+    "daemonset": "DaemonSet",
+    "cronjob": "CronJob",
+}
 
 _EVENT_TEXT = re.compile(
     r"^(?P<type>Normal|Warning)\s+(?P<reason>\S+)\s+"
     r"(?:(?P<age><unknown>|\d+[smhd]\S*(?: \(x(?P<count>\d+) over \S+\))?)\s+)?"
     r"(?:(?P<src>[a-z][\w.-]*(?:/[\w.-]+)?)\s{2,}|(?P<src2>default-scheduler|kubelet|"
-    r"[a-z-]+-controller(?:-manager)?)\s+)?(?P<msg>.*)$")
+    r"[a-z-]+-controller(?:-manager)?)\s+)?(?P<msg>.*)$"
+)
 #: A label an issue writer put in front of pasted output ("nvidia-smi -a (host): ...").
-_LABEL = re.compile(r"^(?P<label>(?:nvidia-smi|dmesg|journalctl|kernel)[\w .()/-]{0,30}?):\s+"
-                    r"(?P<text>.+)$")
-_SMI_OUTPUT = re.compile(r"Unable to determine the device handle|NVIDIA-SMI has failed|"
-                         r"No devices were found|Failed to initialize NVML|^\+-{5,}|"
-                         r"^\| NVIDIA-SMI|^GPU \d+: .+\(UUID: ")
+_LABEL = re.compile(
+    r"^(?P<label>(?:nvidia-smi|dmesg|journalctl|kernel)[\w .()/-]{0,30}?):\s+"
+    r"(?P<text>.+)$"
+)
+_SMI_OUTPUT = re.compile(
+    r"Unable to determine the device handle|NVIDIA-SMI has failed|"
+    r"No devices were found|Failed to initialize NVML|^\+-{5,}|"
+    r"^\| NVIDIA-SMI|^GPU \d+: .+\(UUID: "
+)
 _KERNEL_OUTPUT = re.compile(r"\bNVRM: |\bS?Xid \(|nvidia-nvswitch\d*: ")
 
 
@@ -73,16 +112,16 @@ def case_to_bundle(case_yaml_path: str | Path, out_dir: str | Path) -> Path:
     if pod_events:
         _write_json(out / "events.json", _event_list(pod_events, name))
     if owner_events and owner:
-        _write_json(out / "owner-events.json", _event_list(owner_events, owner["name"],
-                                                           owner["kind"]))
+        _write_json(
+            out / "owner-events.json", _event_list(owner_events, owner["name"], owner["kind"])
+        )
     _write_lines(out / "kubelet.log", _strings(case.get("kubelet_journal")))
     _write_lines(out / "device-plugin.log", _strings(case.get("device_plugin_log")))
     _write_lines(out / "container.log", _strings(case.get("container_log")))
     node = _node(case.get("node_state"))
     if node:
         _write_json(out / "node.json", node)
-        _write_json(out / "nodes.json", {"apiVersion": "v1", "kind": "NodeList",
-                                         "items": [node]})
+        _write_json(out / "nodes.json", {"apiVersion": "v1", "kind": "NodeList", "items": [node]})
     smi, kernel = _other_logs(case)
     _write_lines(out / "nvidia-smi.txt", smi)
     _write_lines(out / "dmesg.log", kernel)
@@ -124,9 +163,14 @@ def _pod(status: Any, owner: dict[str, str] | None) -> dict[str, Any]:
             waiting = waiting or _first_word(table.get("STATUS"), WAITING_REASONS)
     metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
     if owner:
-        metadata["ownerReferences"] = [{"apiVersion": "apps/v1" if owner["kind"] != "Job"
-                                        else "batch/v1", "kind": owner["kind"],
-                                        "name": owner["name"], "controller": True}]
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1" if owner["kind"] != "Job" else "batch/v1",
+                "kind": owner["kind"],
+                "name": owner["name"],
+                "controller": True,
+            }
+        ]
     pod_status: dict[str, Any] = {}
     if phase:
         pod_status["phase"] = phase
@@ -135,19 +179,32 @@ def _pod(status: Any, owner: dict[str, str] | None) -> dict[str, Any]:
     if message:
         pod_status["message"] = message
     if waiting:
-        pod_status["containerStatuses"] = [{"name": CONTAINER, "ready": False,
-                                            "restartCount": 0,
-                                            "state": {"waiting": {"reason": waiting}}}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-            "spec": {"containers": [{"name": CONTAINER}]}, "status": pod_status}
+        pod_status["containerStatuses"] = [
+            {
+                "name": CONTAINER,
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": waiting}},
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": [{"name": CONTAINER}]},
+        "status": pod_status,
+    }
 
 
 def _first_word(value: Any, words: tuple[str, ...]) -> str:
     """The first of ``words`` that appears in ``value`` as a word (case kept as in words)."""
     if not isinstance(value, str):
         return ""
-    hits = [(m.start(), w) for w in words
-            if (m := re.search(rf"(?<![\w:]){re.escape(w)}(?![\w])", value))]
+    hits = [
+        (m.start(), w)
+        for w in words
+        if (m := re.search(rf"(?<![\w:]){re.escape(w)}(?![\w])", value))
+    ]
     return min(hits)[1] if hits else ""
 
 
@@ -161,8 +218,7 @@ def _kubectl_get_row(rows: Any) -> dict[str, str]:
     return dict(zip(header, values, strict=False)) if header and header[0] == "NAME" else {}
 
 
-def _events(value: Any) -> tuple[list[dict[str, str]], list[dict[str, str]],
-                                  dict[str, str] | None]:
+def _events(value: Any) -> tuple[list[dict[str, str]], list[dict[str, str]], dict[str, str] | None]:
     """Split the case's events into pod events and owner events (by their stated source)."""
     pod_events: list[dict[str, str]] = []
     owner_events: list[dict[str, str]] = []
@@ -182,8 +238,11 @@ def _events(value: Any) -> tuple[list[dict[str, str]], list[dict[str, str]],
 
 def _event_fields(item: Any) -> dict[str, str] | None:
     if isinstance(item, dict):
-        return {k: str(item[k]) for k in ("type", "reason", "message", "from", "count")
-                if item.get(k) is not None}
+        return {
+            k: str(item[k])
+            for k in ("type", "reason", "message", "from", "count")
+            if item.get(k) is not None
+        }
     if isinstance(item, str):
         m = _EVENT_TEXT.match(item.strip())
         if not m:
@@ -203,14 +262,19 @@ def _event_list(events: list[dict[str, str]], name: str, kind: str = "Pod") -> d
         source = e.get("from", "")
         component = "" if "/" in source else source
         count = int(e["count"]) if e.get("count", "").isdigit() else 1
-        items.append({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{name}.{i:016x}", "namespace": NAMESPACE},
-            "involvedObject": {"kind": kind, "name": name, "namespace": NAMESPACE},
-            "type": e.get("type", "Warning"), "reason": e.get("reason", ""),
-            "message": e.get("message", ""), "count": count,
-            "source": {"component": component} if component else {},
-        })
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{name}.{i:016x}", "namespace": NAMESPACE},
+                "involvedObject": {"kind": kind, "name": name, "namespace": NAMESPACE},
+                "type": e.get("type", "Warning"),
+                "reason": e.get("reason", ""),
+                "message": e.get("message", ""),
+                "count": count,
+                "source": {"component": component} if component else {},
+            }
+        )
     return {"apiVersion": "v1", "kind": "EventList", "items": items}
 
 
@@ -224,7 +288,8 @@ def _node(state: Any) -> dict[str, Any] | None:
     if not (capacity or allocatable or labels or taints):
         return None
     node: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": NODE_NAME, "labels": labels},
         "spec": {"taints": taints} if taints else {},
         "status": {},

@@ -36,7 +36,7 @@ HOW_TO_GET: dict[str, str] = {
     "tmux": "apt-get install tmux (.ci/run does)",
     "rsvg-convert": "apt-get install librsvg2-bin (.ci/run does)",
     "kubectl": "install kubectl from https://kubernetes.io/docs/tasks/tools/ (Debian/Ubuntu "
-               "do not package it; .ci/run does not install it)",
+    "do not package it; .ci/run does not install it)",
 }
 
 

@@ -13,5 +13,6 @@ from gputriage.evidence.live import LiveSession
 
 
 def open_live(args: argparse.Namespace) -> LiveSession:
-    return LiveSession.open(str(args.pod), cluster_access_from_args(args),
-                            node_access_from_args(args))
+    return LiveSession.open(
+        str(args.pod), cluster_access_from_args(args), node_access_from_args(args)
+    )

@@ -36,12 +36,15 @@ FB_TOTAL = 81559
 DAY = 86400
 
 
-def _labels(node: str, gpu: int, uuid: str, pod: str = "", ns: str = "",
-            container: str = "") -> str:
-    return (f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{0x19 + 0x22 * gpu:02X}:00.0",'
-            f'device="nvidia{gpu}",modelName="{MODEL}",Hostname="{node}",'
-            f'DCGM_FI_DRIVER_VERSION="535.161.08",container="{container}",namespace="{ns}",'
-            f'pod="{pod}"')
+def _labels(
+    node: str, gpu: int, uuid: str, pod: str = "", ns: str = "", container: str = ""
+) -> str:
+    return (
+        f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{0x19 + 0x22 * gpu:02X}:00.0",'
+        f'device="nvidia{gpu}",modelName="{MODEL}",Hostname="{node}",'
+        f'DCGM_FI_DRIVER_VERSION="535.161.08",container="{container}",namespace="{ns}",'
+        f'pod="{pod}"'
+    )
 
 
 def _times(now: int) -> list[int]:
@@ -59,12 +62,17 @@ def dcgm_openmetrics(now: int) -> str:
     def add(name: str, kind: str, labels: str, values: list[tuple[int, float]]) -> None:
         sample = f"{name}_total" if kind == "counter" else name
         fam.setdefault(name, (kind, []))[1].extend(
-            f"{sample}{{{labels}}} {v:g} {t}" for t, v in values)
+            f"{sample}{{{labels}}} {v:g} {t}" for t, v in values
+        )
 
     xid_eps = [(now - 5 * DAY, now - 5 * DAY + 1800), (now - DAY, now - DAY + 1200)]
     g0 = _labels(NODE_XID, 0, UUID_XID, "trainer-0", "ml", "trainer")
-    add("DCGM_FI_DEV_XID_ERRORS", "gauge", g0,
-        [(t, 79 if any(a <= t <= b for a, b in xid_eps) else 0) for t in ts])
+    add(
+        "DCGM_FI_DEV_XID_ERRORS",
+        "gauge",
+        g0,
+        [(t, 79 if any(a <= t <= b for a, b in xid_eps) else 0) for t in ts],
+    )
     add("DCGM_FI_DEV_GPU_TEMP", "gauge", g0, [(t, 54) for t in ts])
 
     g1 = _labels(NODE_XID, 1, UUID_OOM, "llm-oom-0", "ml", "serve")
@@ -86,22 +94,42 @@ def dcgm_openmetrics(now: int) -> str:
         return t >= job and ((t - job) // 1800) % 2 == 1
 
     add("DCGM_FI_DEV_GPU_UTIL", "gauge", g2, [(t, 96 if t >= job else 0) for t in ts])
-    add("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", g2,
-        [(t, (0x40 | 0x20) if hot(t) else (0 if t >= job else 0x1)) for t in ts])
-    add("DCGM_FI_DEV_SM_CLOCK", "gauge", g2,
-        [(t, 1200 if hot(t) else (1980 if t >= job else 345)) for t in ts])
-    add("DCGM_FI_DEV_GPU_TEMP", "gauge", g2,
-        [(t, 87 if hot(t) else (79 if t >= job else 38)) for t in ts])
+    add(
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "gauge",
+        g2,
+        [(t, (0x40 | 0x20) if hot(t) else (0 if t >= job else 0x1)) for t in ts],
+    )
+    add(
+        "DCGM_FI_DEV_SM_CLOCK",
+        "gauge",
+        g2,
+        [(t, 1200 if hot(t) else (1980 if t >= job else 345)) for t in ts],
+    )
+    add(
+        "DCGM_FI_DEV_GPU_TEMP",
+        "gauge",
+        g2,
+        [(t, 87 if hot(t) else (79 if t >= job else 38)) for t in ts],
+    )
     add("DCGM_FI_DEV_XID_ERRORS", "gauge", g2, [(t, 0) for t in ts])
 
-    for ns, pod, container, ratio in (("ml", "etl-0", "loader", 0.6),
-                                      ("nlp", "bert-0", "trainer", 0.05)):
-        labels = (f'namespace="{ns}",pod="{pod}",container="{container}",'
-                  f'image="registry.internal/{container}:1",name="k8s_{container}_{pod}"')
+    for ns, pod, container, ratio in (
+        ("ml", "etl-0", "loader", 0.6),
+        ("nlp", "bert-0", "trainer", 0.05),
+    ):
+        labels = (
+            f'namespace="{ns}",pod="{pod}",container="{container}",'
+            f'image="registry.internal/{container}:1",name="k8s_{container}_{pod}"'
+        )
         periods = [(t, (t - ts[0]) * 10) for t in ts]  # 100 ms CFS period: 10 per second
         add("container_cpu_cfs_periods", "counter", labels, periods)
-        add("container_cpu_cfs_throttled_periods", "counter", labels,
-            [(t, round(v * ratio)) for t, v in periods])
+        add(
+            "container_cpu_cfs_throttled_periods",
+            "counter",
+            labels,
+            [(t, round(v * ratio)) for t, v in periods],
+        )
 
     out: list[str] = []
     for name, (kind, lines) in fam.items():
@@ -132,16 +160,27 @@ class PromLab:
         data = self.root / "dcgm.om"
         data.write_text(dcgm_openmetrics(self.now), encoding="utf-8")
         tsdb = self.root / "tsdb"
-        subprocess.run([self.promtool, "tsdb", "create-blocks-from", "openmetrics",
-                        str(data), str(tsdb)], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [self.promtool, "tsdb", "create-blocks-from", "openmetrics", str(data), str(tsdb)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         config = self.root / "prom.yml"
         config.write_text("global:\n  scrape_interval: 1m\n", encoding="utf-8")
         self.port = free_port()
         log = (self.root / "prometheus.log").open("wb")
         self.proc = subprocess.Popen(
-            [self.prometheus, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=15d"],
-            stdout=log, stderr=subprocess.STDOUT)
+            [
+                self.prometheus,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tsdb}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=15d",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + ready_within
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

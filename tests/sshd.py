@@ -24,7 +24,6 @@ Usage::
         assert lab.node.commands()  # what reached the node
 """
 
-# ruff: noqa: E501  (fixture log lines are as long as the real ones they imitate)
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +42,22 @@ NODE_NAME = "gpu-node-1"
 #: The node object's InternalIP: private, never to be dialled by a test.
 NODE_PRIVATE_IP = "10.0.0.7"
 #: Core utilities the node scripts may use; everything else comes from the fixture tools.
-CORE_TOOLS = ("sh", "cat", "grep", "tail", "head", "ls", "printf", "echo", "env", "sleep",
-              "yes", "awk", "rm", "touch")
+CORE_TOOLS = (
+    "sh",
+    "cat",
+    "grep",
+    "tail",
+    "head",
+    "ls",
+    "printf",
+    "echo",
+    "env",
+    "sleep",
+    "yes",
+    "awk",
+    "rm",
+    "touch",
+)
 _RECORD_SEP = "\x1e"
 
 KUBELET_LOG = """\
@@ -127,10 +140,12 @@ NVIDIA_SMI_TOPO = (
     "GPU1\tSYS\t X \t24-47\t1\t\tN/A\n\n"
     "Legend:\n\n  X    = Self\n"
     "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
-    "(e.g., QPI/UPI)\n")
+    "(e.g., QPI/UPI)\n"
+)
 #: ``nvidia-smi nvlink -s`` of a GPU without NVLink peers (PCIe card): no links listed.
 NVIDIA_SMI_NVLINK = (
-    "GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-4a1b7c2e-9d3f-5e6a-8b0c-1d2e3f4a5b6c)\n")
+    "GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-4a1b7c2e-9d3f-5e6a-8b0c-1d2e3f4a5b6c)\n"
+)
 
 LSMOD = """\
 Module                  Size  Used by
@@ -161,8 +176,9 @@ root = "/var/lib/containerd"
 #: The kubelet's device-plugin checkpoint the node's ``cat`` serves (real format, see
 #: tests/fixtures/node/README.md).
 CHECKPOINT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
-DEVICE_CHECKPOINT = (Path(__file__).parent / "fixtures" / "node"
-                     / "kubelet_internal_checkpoint").read_text()
+DEVICE_CHECKPOINT = (
+    Path(__file__).parent / "fixtures" / "node" / "kubelet_internal_checkpoint"
+).read_text()
 
 TOOLS: dict[str, str] = {
     # cat from node-core, except for the kubelet's checkpoint path (a fixture file).
@@ -233,8 +249,12 @@ class Sshd:
 
     def fingerprint(self) -> str:
         """``SHA256:...`` of the host key, as ``ssh-keygen -l`` computes it."""
-        out = subprocess.run(["ssh-keygen", "-l", "-f", str(self.root / "host_key.pub")],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["ssh-keygen", "-l", "-f", str(self.root / "host_key.pub")],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return out.split()[1]
 
     def commands(self) -> list[str]:
@@ -269,13 +289,23 @@ def free_port() -> int:
 
 def keygen(path: Path, comment: str = "gputriage-test") -> str:
     """A fresh ed25519 key at ``path``; returns the public key line."""
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f",
-                    str(path)], check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        check=True,
+        capture_output=True,
+    )
     return path.with_suffix(".pub").read_text().strip()
 
 
-def start_sshd(root: Path, name: str, authorized_keys: str, *, force_command: str | None = None,
-               set_env: dict[str, str] | None = None, log_level: str = "INFO") -> Sshd:
+def start_sshd(
+    root: Path,
+    name: str,
+    authorized_keys: str,
+    *,
+    force_command: str | None = None,
+    set_env: dict[str, str] | None = None,
+    log_level: str = "INFO",
+) -> Sshd:
     """Start ``sshd -D -e`` under ``root/name`` on a free port; waits until it accepts."""
     d = root / name
     d.mkdir(parents=True, exist_ok=True)
@@ -283,12 +313,23 @@ def start_sshd(root: Path, name: str, authorized_keys: str, *, force_command: st
     (d / "authorized_keys").write_text(authorized_keys + "\n")
     port = free_port()
     lines = [
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {d / 'host_key'}",
-        f"PidFile {d / 'sshd.pid'}", f"AuthorizedKeysFile {d / 'authorized_keys'}",
-        "StrictModes no", "UsePAM no", "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
-        "AllowTcpForwarding yes", "PermitTunnel no", "X11Forwarding no", "PrintMotd no",
-        "UseDNS no", "MaxSessions 20", f"LogLevel {log_level}",
+        f"Port {port}",
+        "ListenAddress 127.0.0.1",
+        f"HostKey {d / 'host_key'}",
+        f"PidFile {d / 'sshd.pid'}",
+        f"AuthorizedKeysFile {d / 'authorized_keys'}",
+        "StrictModes no",
+        "UsePAM no",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password",
+        "AllowTcpForwarding yes",
+        "PermitTunnel no",
+        "X11Forwarding no",
+        "PrintMotd no",
+        "UseDNS no",
+        "MaxSessions 20",
+        f"LogLevel {log_level}",
     ]
     if set_env:
         lines.append("SetEnv " + " ".join(f"{k}={v}" for k, v in set_env.items()))
@@ -302,8 +343,9 @@ def start_sshd(root: Path, name: str, authorized_keys: str, *, force_command: st
         raise RuntimeError(f"sshd -t rejected {cfg}: {check.stderr}")
     log_path = d / "sshd.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=subprocess.STDOUT
+        )
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -341,10 +383,8 @@ class CountingProxy:
             with self._lock:
                 self.connections += 1
                 self._socks += [client, upstream]
-            threading.Thread(target=self._pipe, args=(client, upstream, False),
-                             daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, True),
-                             daemon=True).start()
+            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, to_client: bool) -> None:
         try:
@@ -402,20 +442,29 @@ class SshLab:
             "#!/bin/sh\n"
             f"printf '%s\\036' \"$SSH_ORIGINAL_COMMAND\" >> {command_log}\n"
             f"PATH={path}; HOME={self.home}; DATA={self.data}; export PATH HOME DATA\n"
-            'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+            'exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n'
+        )
         dispatcher.chmod(0o755)
         env = {"PATH": path, "HOME": str(self.home)}
-        self.node = start_sshd(self.tmp, "node", self.client_pub, force_command=str(dispatcher),
-                               set_env=env)
+        self.node = start_sshd(
+            self.tmp, "node", self.client_pub, force_command=str(dispatcher), set_env=env
+        )
         self.node.command_log = command_log
         # The bastion only tunnels: a session on it would be a test bug.
-        self.bastion = start_sshd(self.tmp, "bastion", self.client_pub,
-                                  force_command="/bin/false", set_env=env, log_level="DEBUG1")
+        self.bastion = start_sshd(
+            self.tmp,
+            "bastion",
+            self.client_pub,
+            force_command="/bin/false",
+            set_env=env,
+            log_level="DEBUG1",
+        )
         if self.proxy:
             self.counting = CountingProxy(self.bastion.port)
         self.known_hosts = self.client_dir / "known_hosts"
-        self.known_hosts.write_text(self.node.known_hosts_line()
-                                    + self.bastion.known_hosts_line(self.bastion_port))
+        self.known_hosts.write_text(
+            self.node.known_hosts_line() + self.bastion.known_hosts_line(self.bastion_port)
+        )
         self.config = self.client_dir / "config"
         self.write_config()
 
@@ -426,10 +475,15 @@ class SshLab:
         for name, body in TOOLS.items():
             self.write_tool(name, body)
         files = {
-            "kubelet.log": KUBELET_LOG, "kernel.log": KERNEL_LOG, "dmesg-T.log": DMESG_T,
-            "dmesg.log": DMESG_T, "nvidia-smi.xml": NVIDIA_SMI_XML,
-            "nvidia-smi.txt": NVIDIA_SMI_XML, "lsmod.txt": LSMOD,
-            "nvidia-smi-topo.txt": NVIDIA_SMI_TOPO, "nvidia-smi-nvlink.txt": NVIDIA_SMI_NVLINK,
+            "kubelet.log": KUBELET_LOG,
+            "kernel.log": KERNEL_LOG,
+            "dmesg-T.log": DMESG_T,
+            "dmesg.log": DMESG_T,
+            "nvidia-smi.xml": NVIDIA_SMI_XML,
+            "nvidia-smi.txt": NVIDIA_SMI_XML,
+            "lsmod.txt": LSMOD,
+            "nvidia-smi-topo.txt": NVIDIA_SMI_TOPO,
+            "nvidia-smi-nvlink.txt": NVIDIA_SMI_NVLINK,
             "containerd-dump.toml": CONTAINERD_DUMP,
             "kubelet_internal_checkpoint": DEVICE_CHECKPOINT,
         }
@@ -462,7 +516,8 @@ class SshLab:
             f"  IdentityFile {identity}\n"
             f"Host gpu-node-*\n"
             f"  HostName 127.0.0.1\n  Port {self.node.port}\n  User root\n"
-            f"  IdentityFile {identity}\n  ProxyJump bastion\n{node_extra}")
+            f"  IdentityFile {identity}\n  ProxyJump bastion\n{node_extra}"
+        )
         return self.config
 
     def settings(self, **kw: Any) -> Any:
@@ -484,9 +539,16 @@ class SshLab:
         return NodeQuery(**kw)
 
     def node_object(self) -> dict[str, Any]:
-        return {"kind": "Node", "metadata": {"name": NODE_NAME},
-                "status": {"addresses": [{"type": "InternalIP", "address": NODE_PRIVATE_IP},
-                                         {"type": "Hostname", "address": NODE_NAME}]}}
+        return {
+            "kind": "Node",
+            "metadata": {"name": NODE_NAME},
+            "status": {
+                "addresses": [
+                    {"type": "InternalIP", "address": NODE_PRIVATE_IP},
+                    {"type": "Hostname", "address": NODE_NAME},
+                ]
+            },
+        }
 
     def close(self) -> None:
         if self.counting:

@@ -24,8 +24,12 @@ import pytest
 from gputriage.scenarios import scenario_path
 
 GOLDEN = Path(__file__).parent / "golden"
-SCENARIOS = ("lost-xid79", "oom-time-sliced", "create-nvidia-uvm-missing",
-             "pending-insufficient-gpu")
+SCENARIOS = (
+    "lost-xid79",
+    "oom-time-sliced",
+    "create-nvidia-uvm-missing",
+    "pending-insufficient-gpu",
+)
 NOW = 1_764_547_200.0  # 2025-12-01T00:00:00Z
 FORMATS = {"md": "md", "text": "txt", "json": "json"}
 
@@ -40,8 +44,14 @@ def _summary(name: str) -> dict[str, Any]:
     evidence = read_bundle(Path(str(scenario_path(name))))
     facts = build_facts(evidence)
     transcript = walk(load_playbooks(user_config=False), facts)
-    summary = build_summary(session=f"bundle {scenario_path(name)}", context="",
-                            evidence=evidence, facts=facts, transcript=transcript, now=NOW)
+    summary = build_summary(
+        session=f"bundle {scenario_path(name)}",
+        context="",
+        evidence=evidence,
+        facts=facts,
+        transcript=transcript,
+        now=NOW,
+    )
     summary["tool"]["version"] = "VERSION"  # a release bump is not a content change
     return summary
 
@@ -64,8 +74,7 @@ def summaries() -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_summary_matches_golden(summaries: dict[str, dict[str, Any]], name: str,
-                                fmt: str) -> None:
+def test_summary_matches_golden(summaries: dict[str, dict[str, Any]], name: str, fmt: str) -> None:
     text = _render(fmt, summaries[name])
     path = GOLDEN / f"{name}.{FORMATS[fmt]}"
     if os.environ.get("GPUTRIAGE_REGEN_GOLDEN"):
@@ -88,8 +97,7 @@ def test_summary_is_ticket_ready(summaries: dict[str, dict[str, Any]], name: str
     assert all(e["zone"] in ("UTC", "node local time, offset unknown") for e in s["timeline"])
 
 
-def test_lost_card_summary_names_the_gpu_for_an_rma(summaries: dict[str, dict[str, Any]]
-                                                   ) -> None:
+def test_lost_card_summary_names_the_gpu_for_an_rma(summaries: dict[str, dict[str, Any]]) -> None:
     s = summaries["lost-xid79"]
     [gpu] = s["gpus"]
     assert gpu["pci"] == "0000:3b:00"
@@ -109,9 +117,15 @@ def test_lost_card_summary_names_the_gpu_for_an_rma(summaries: dict[str, dict[st
     assert "2024-08-13T10:41:07 local" in md
     # the fix is safe in order: cordon and drain before the reboot, uncordon last
     cmds = s["findings"][0]["fix"]["commands"]
-    order = [next(i for i, c in enumerate(cmds) if c.startswith(p))
-             for p in ("kubectl cordon", "kubectl drain", "ssh gpu-h100-07 sudo reboot",
-                       "kubectl uncordon")]
+    order = [
+        next(i for i, c in enumerate(cmds) if c.startswith(p))
+        for p in (
+            "kubectl cordon",
+            "kubectl drain",
+            "ssh gpu-h100-07 sudo reboot",
+            "kubectl uncordon",
+        )
+    ]
     assert order == sorted(order)
     assert json.loads(_render("json", s))["findings"][0]["fix"]["steps"][0]["run"] == "cluster"
 

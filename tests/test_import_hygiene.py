@@ -25,8 +25,9 @@ def _loaded_after(modules: list[str]) -> set[str]:
         "    importlib.import_module(m)\n"
         "print('\\n'.join(sorted(sys.modules)))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     return set(out.split())
 
 
@@ -52,7 +53,8 @@ def test_import_linter_contracts_hold() -> None:
     import tomllib
 
     contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"][
-        "contracts"]
+        "contracts"
+    ]
     assert f"Contracts: {len(contracts)} kept, 0 broken" in result.stdout
     names = {c["name"] for c in contracts}
     # the layer rules docs/architecture.md promises

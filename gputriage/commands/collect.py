@@ -25,12 +25,23 @@ HELP = "write an evidence bundle for a pod (replay it later with `gputriage POD 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pod", help="pod name, or KIND/NAME for a Deployment, Job, StatefulSet, "
-                               "ReplicaSet or DaemonSet (its worst pod is collected)")
-    p.add_argument("-o", "--output", required=True, metavar="DIR",
-                   help="bundle directory to write (created when missing)")
-    p.add_argument("--force", action="store_true",
-                   help="write into a non-empty DIR, replacing the bundle files there")
+    p.add_argument(
+        "pod",
+        help="pod name, or KIND/NAME for a Deployment, Job, StatefulSet, "
+        "ReplicaSet or DaemonSet (its worst pod is collected)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="bundle directory to write (created when missing)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a non-empty DIR, replacing the bundle files there",
+    )
     add_cluster_arguments(p)
     add_node_access_arguments(p)
 
@@ -44,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     check_destination(out, force=args.force)  # fail before spending minutes collecting
-    session = LiveSession.open(str(args.pod), cluster_access_from_args(args),
-                               node_access_from_args(args))
+    session = LiveSession.open(
+        str(args.pod), cluster_access_from_args(args), node_access_from_args(args)
+    )
     try:
         if session.notice:
             print(f"gputriage: {session.notice}", file=sys.stderr)
@@ -53,13 +65,19 @@ def run(args: argparse.Namespace) -> int:
         evidence = asyncio.run(_collect(session, sys.stderr))
     finally:
         session.close()
-    write_bundle(evidence, out, force=args.force,
-                 meta={"context": session.context, "command": "gputriage collect"})
+    write_bundle(
+        evidence,
+        out,
+        force=args.force,
+        meta={"context": session.context, "command": "gputriage collect"},
+    )
     ok = sum(1 for ev in evidence.values() if ev.ok)
     for ev in evidence.values():
         print(f"{ev.status.value:<12} {ev.key.value:<20} {ev.detail}")
-    print(f"wrote {ok} of {len(evidence)} pieces of evidence to {out} "
-          f"(replay: gputriage {session.pod} -n {session.namespace} --from {out})")
+    print(
+        f"wrote {ok} of {len(evidence)} pieces of evidence to {out} "
+        f"(replay: gputriage {session.pod} -n {session.namespace} --from {out})"
+    )
     return 0
 
 

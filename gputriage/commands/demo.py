@@ -18,12 +18,16 @@ HELP = "the TUI on built-in scenarios (no cluster needed); --list shows them"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", nargs="?",
-                   help="scenario name (see --list); without one, pick from a menu")
+    p.add_argument(
+        "scenario", nargs="?", help="scenario name (see --list); without one, pick from a menu"
+    )
     p.add_argument("--list", action="store_true", help="list the built-in scenarios and exit")
     add_report_arguments(p)
-    p.add_argument("--export-dir", metavar="DIR",
-                   help="where the TUI's export (e) writes the summary (default: current dir)")
+    p.add_argument(
+        "--export-dir",
+        metavar="DIR",
+        help="where the TUI's export (e) writes the summary (default: current dir)",
+    )
     add_playbook_arguments(p)
 
 
@@ -42,8 +46,12 @@ def run(args: argparse.Namespace) -> int:
     if not name:
         from gputriage.tui.launch import pick_scenario
 
-        name = pick_scenario([(s.name, f"{s.title}: {s.description}" if s.description
-                               else s.title) for s in scenarios])
+        name = pick_scenario(
+            [
+                (s.name, f"{s.title}: {s.description}" if s.description else s.title)
+                for s in scenarios
+            ]
+        )
         if not name:
             return 0
     path = scenario_path(name)  # a GputriageError naming close matches for a typo
@@ -55,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     if options.report is not None:
         from gputriage.pipeline import run_headless
 
-        return run_headless(pod_triage(name, options, check_bundle=False), options,
-                            options.report)
+        return run_headless(pod_triage(name, options, check_bundle=False), options, options.report)
     from gputriage.tui.launch import run_triage
 
-    return run_triage(pod_triage(name, options, description=f"demo {name}", check_bundle=False),
-                      options)
+    return run_triage(
+        pod_triage(name, options, description=f"demo {name}", check_bundle=False), options
+    )

@@ -22,13 +22,21 @@ HELP = "print the facts built from an evidence bundle (what playbook conditions 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from", dest="from_bundle", metavar="DIR",
-                   help="evidence bundle directory (see `gputriage collect`)")
-    p.add_argument("--doc", action="store_true",
-                   help="print the reference of every fact group and field (docs/facts.md)")
+    p.add_argument(
+        "--from",
+        dest="from_bundle",
+        metavar="DIR",
+        help="evidence bundle directory (see `gputriage collect`)",
+    )
+    p.add_argument(
+        "--doc",
+        action="store_true",
+        help="print the reference of every fact group and field (docs/facts.md)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("groups", nargs="*", metavar="GROUP",
-                   help="only these fact groups (default: all)")
+    p.add_argument(
+        "groups", nargs="*", metavar="GROUP", help="only these fact groups (default: all)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,8 +64,12 @@ def select_groups(facts: FactSet, wanted: Sequence[str]) -> list[str]:
     for name in wanted:
         if name not in facts.groups:
             hint = did_you_mean(name, facts.groups)
-            raise GputriageError(f"no fact group '{name}'" + (f"; {hint}" if hint else "")
-                                 + f" (groups: {', '.join(facts.groups)})", title="facts")
+            raise GputriageError(
+                f"no fact group '{name}'"
+                + (f"; {hint}" if hint else "")
+                + f" (groups: {', '.join(facts.groups)})",
+                title="facts",
+            )
     return [n for n in facts.groups if not wanted or n in wanted]
 
 
@@ -78,8 +90,13 @@ def facts_json(facts: FactSet, names: Sequence[str]) -> str:
     """``{"target": {...}, "groups": {name: {known, reason, values, cites}}}``."""
     target = facts.target
     doc = {
-        "target": {"namespace": target.namespace, "pod": target.pod, "uid": target.uid,
-                   "node": target.node, "containers": list(target.containers)},
+        "target": {
+            "namespace": target.namespace,
+            "pod": target.pod,
+            "uid": target.uid,
+            "node": target.node,
+            "containers": list(target.containers),
+        },
         "groups": {name: _group_json(facts.groups[name]) for name in names},
     }
     return json.dumps(doc, indent=2, default=str) + "\n"

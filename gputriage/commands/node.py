@@ -27,10 +27,14 @@ HELP = "lost-card and onboarding triage for a node, without a pod (`gputriage no
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("node", help="node name (kubectl get nodes)")
-    p.add_argument("--from", dest="from_bundle", metavar="DIR",
-                   help="replay a node bundle (node.json plus any of node-events.json, "
-                        "node-pods.json, device-plugin.log, dmesg.log, nvidia-smi.xml, "
-                        "lsmod.txt, kubelet.log...) instead of reading the live cluster")
+    p.add_argument(
+        "--from",
+        dest="from_bundle",
+        metavar="DIR",
+        help="replay a node bundle (node.json plus any of node-events.json, "
+        "node-pods.json, device-plugin.log, dmesg.log, nvidia-smi.xml, "
+        "lsmod.txt, kubelet.log...) instead of reading the live cluster",
+    )
     add_report_arguments(p)
     p.add_argument("--notes", metavar="FILE", help="notes file to include in the summary")
     add_cluster_arguments(p)

@@ -29,35 +29,67 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("-n", "--namespace", help="namespace (default: the context's, else 'default')")
     g.add_argument("--context", help="kubeconfig context to use (default: current-context)")
     g.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    g.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT,
-                   metavar="SECONDS",
-                   help=f"timeout for each API call (default: {DEFAULT_REQUEST_TIMEOUT:g})")
+    g.add_argument(
+        "--request-timeout",
+        type=float,
+        default=DEFAULT_REQUEST_TIMEOUT,
+        metavar="SECONDS",
+        help=f"timeout for each API call (default: {DEFAULT_REQUEST_TIMEOUT:g})",
+    )
 
 
 def add_node_access_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("node access (kubelet journal, kernel log, nvidia-smi over SSH)")
-    g.add_argument("--ssh", choices=["auto", "off"], default="auto",
-                   help="read node evidence over SSH (default: auto, when the node is reachable)")
-    g.add_argument("--ssh-config", metavar="FILE",
-                   help="ssh_config file (default: ~/.ssh/config); Host, User, Port, "
-                        "IdentityFile, ProxyJump are honoured")
+    g.add_argument(
+        "--ssh",
+        choices=["auto", "off"],
+        default="auto",
+        help="read node evidence over SSH (default: auto, when the node is reachable)",
+    )
+    g.add_argument(
+        "--ssh-config",
+        metavar="FILE",
+        help="ssh_config file (default: ~/.ssh/config); Host, User, Port, "
+        "IdentityFile, ProxyJump are honoured",
+    )
     g.add_argument("--ssh-user", help="user for node SSH (default: from ssh_config, else $USER)")
-    g.add_argument("--node-address", action="append", default=[], metavar="NODE=HOST",
-                   help="connect to HOST for NODE instead of its InternalIP (repeatable)")
-    g.add_argument("--known-hosts", metavar="FILE",
-                   help="known_hosts file (default: ~/.ssh/known_hosts)")
-    g.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust a node's host key that is not in known_hosts yet (never a "
-                        "changed one)")
-    g.add_argument("--sudo", action="store_true",
-                   help="run node commands with `sudo -n` (non-interactive)")
-    g.add_argument("--since", default=DEFAULT_SINCE, metavar="DURATION",
-                   help=f"time window for journals and kernel logs (default: {DEFAULT_SINCE})")
-    g.add_argument("--local", action="store_true",
-                   help="gputriage runs on the node itself: read NVML and logs locally")
-    g.add_argument("--nodes", type=_node_limit, default=DEFAULT_CANDIDATE_NODES, metavar="K",
-                   help="for a Pending pod: read node evidence from at most K of the GPU nodes "
-                        "it could land on, the troubled ones first (default: 3; 0: none)")
+    g.add_argument(
+        "--node-address",
+        action="append",
+        default=[],
+        metavar="NODE=HOST",
+        help="connect to HOST for NODE instead of its InternalIP (repeatable)",
+    )
+    g.add_argument(
+        "--known-hosts", metavar="FILE", help="known_hosts file (default: ~/.ssh/known_hosts)"
+    )
+    g.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="trust a node's host key that is not in known_hosts yet (never a changed one)",
+    )
+    g.add_argument(
+        "--sudo", action="store_true", help="run node commands with `sudo -n` (non-interactive)"
+    )
+    g.add_argument(
+        "--since",
+        default=DEFAULT_SINCE,
+        metavar="DURATION",
+        help=f"time window for journals and kernel logs (default: {DEFAULT_SINCE})",
+    )
+    g.add_argument(
+        "--local",
+        action="store_true",
+        help="gputriage runs on the node itself: read NVML and logs locally",
+    )
+    g.add_argument(
+        "--nodes",
+        type=_node_limit,
+        default=DEFAULT_CANDIDATE_NODES,
+        metavar="K",
+        help="for a Pending pod: read node evidence from at most K of the GPU nodes "
+        "it could land on, the troubled ones first (default: 3; 0: none)",
+    )
     add_prometheus_arguments(p)
 
 
@@ -74,40 +106,73 @@ def _node_limit(value: str) -> int:
 def add_prometheus_arguments(p: argparse.ArgumentParser) -> None:
     """GPU metrics history (DCGM exporter) from Prometheus: optional, read-only."""
     g = p.add_argument_group("GPU metrics history from Prometheus (DCGM exporter)")
-    g.add_argument("--prometheus", metavar="URL",
-                   help="Prometheus base URL, e.g. https://prom.example:9090, or "
-                        "svc:NAMESPACE/NAME:PORT through the API server's service proxy "
-                        "(default: $GPUTRIAGE_PROMETHEUS_URL; none: metrics are not asked for)")
-    g.add_argument("--prometheus-token-file", metavar="FILE",
-                   help="file holding a bearer token (default: $GPUTRIAGE_PROMETHEUS_TOKEN)")
+    g.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="Prometheus base URL, e.g. https://prom.example:9090, or "
+        "svc:NAMESPACE/NAME:PORT through the API server's service proxy "
+        "(default: $GPUTRIAGE_PROMETHEUS_URL; none: metrics are not asked for)",
+    )
+    g.add_argument(
+        "--prometheus-token-file",
+        metavar="FILE",
+        help="file holding a bearer token (default: $GPUTRIAGE_PROMETHEUS_TOKEN)",
+    )
     g.add_argument("--prometheus-user", metavar="USER", help="basic-auth user")
-    g.add_argument("--prometheus-password-file", metavar="FILE",
-                   help="file holding the basic-auth password")
+    g.add_argument(
+        "--prometheus-password-file", metavar="FILE", help="file holding the basic-auth password"
+    )
     g.add_argument("--prometheus-ca", metavar="FILE", help="CA bundle to verify its TLS cert")
-    g.add_argument("--prometheus-insecure", action="store_true",
-                   help="do not verify its TLS certificate")
-    g.add_argument("--metrics-window", default="7d", metavar="DURATION",
-                   help="how far back to read GPU metrics (default: 7d; s/m/h/d)")
+    g.add_argument(
+        "--prometheus-insecure", action="store_true", help="do not verify its TLS certificate"
+    )
+    g.add_argument(
+        "--metrics-window",
+        default="7d",
+        metavar="DURATION",
+        help="how far back to read GPU metrics (default: 7d; s/m/h/d)",
+    )
 
 
 def add_playbook_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--playbooks", action="append", default=[], metavar="DIR",
-                   help="extra playbook directory; adds or overrides shipped playbooks by id "
-                        "(repeatable)")
+    p.add_argument(
+        "--playbooks",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra playbook directory; adds or overrides shipped playbooks by id (repeatable)",
+    )
 
 
 def add_report_arguments(p: argparse.ArgumentParser) -> None:
     """``--report``, ``-o``, ``--answer``, ``--override``: the headless walk."""
-    p.add_argument("--report", choices=["md", "text", "json"],
-                   help="no TUI: walk the playbooks and print the incident summary (md: "
-                        "Markdown for tickets; text: plain, for chat and fields that do not "
-                        "render Markdown; json: for bots)")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="with --report: write the summary to FILE (atomically) instead of stdout")
-    p.add_argument("--answer", action="append", default=[], metavar="STEP=CHOICE",
-                   help="with --report: answer an ask step (repeatable)")
-    p.add_argument("--override", action="append", default=[], metavar="STEP=TARGET",
-                   help="with --report: take another branch at STEP (repeatable)")
+    p.add_argument(
+        "--report",
+        choices=["md", "text", "json"],
+        help="no TUI: walk the playbooks and print the incident summary (md: "
+        "Markdown for tickets; text: plain, for chat and fields that do not "
+        "render Markdown; json: for bots)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="with --report: write the summary to FILE (atomically) instead of stdout",
+    )
+    p.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="STEP=CHOICE",
+        help="with --report: answer an ask step (repeatable)",
+    )
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="STEP=TARGET",
+        help="with --report: take another branch at STEP (repeatable)",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,8 +193,10 @@ def parse_pairs(values: list[str], flag: str) -> dict[str, str]:
     for raw in values:
         key, sep, value = raw.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise GputriageError(f"{flag} expects STEP=VALUE (e.g. {flag} "
-                                 f"oom-cuda/params=7e9), got {raw!r}", title="bad argument")
+            raise GputriageError(
+                f"{flag} expects STEP=VALUE (e.g. {flag} oom-cuda/params=7e9), got {raw!r}",
+                title="bad argument",
+            )
         pairs[key.strip()] = value.strip()
     return pairs
 
@@ -147,7 +214,8 @@ def cluster_access_from_args(args: argparse.Namespace) -> ClusterAccess:
             password_file=_opt(args, "prometheus_password_file") or "",
             ca_file=_opt(args, "prometheus_ca") or "",
             insecure=bool(_opt(args, "prometheus_insecure")),
-            window=str(_opt(args, "metrics_window") or "7d")),
+            window=str(_opt(args, "metrics_window") or "7d"),
+        ),
     )
 
 
@@ -170,8 +238,10 @@ def node_access_from_args(args: argparse.Namespace) -> NodeAccess:
 
 def walk_options_from_args(args: argparse.Namespace) -> WalkOptions:
     notes = _opt(args, "notes")
-    return WalkOptions(playbook_dirs=tuple(Path(p) for p in _opt(args, "playbooks", [])),
-                       notes_file=Path(notes) if notes else None)
+    return WalkOptions(
+        playbook_dirs=tuple(Path(p) for p in _opt(args, "playbooks", [])),
+        notes_file=Path(notes) if notes else None,
+    )
 
 
 def report_options_from_args(args: argparse.Namespace) -> ReportOptions | None:
@@ -180,9 +250,12 @@ def report_options_from_args(args: argparse.Namespace) -> ReportOptions | None:
     if not fmt:
         return None
     output = _opt(args, "output")
-    return ReportOptions(format=fmt, output=Path(output) if output not in (None, "", "-") else None,
-                         answers=parse_pairs(_opt(args, "answer", []), "--answer"),
-                         overrides=parse_pairs(_opt(args, "override", []), "--override"))
+    return ReportOptions(
+        format=fmt,
+        output=Path(output) if output not in (None, "", "-") else None,
+        answers=parse_pairs(_opt(args, "answer", []), "--answer"),
+        overrides=parse_pairs(_opt(args, "override", []), "--override"),
+    )
 
 
 def triage_options_from_args(args: argparse.Namespace) -> TriageOptions:

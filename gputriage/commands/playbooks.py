@@ -22,22 +22,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     listing = sub.add_parser("list", help="the loaded playbooks and where they come from")
     add_playbook_arguments(listing)
     validate = sub.add_parser(
-        "validate", help="check playbook files (default: every loaded playbook); exit 1 with "
-                         "file:line:col for each problem")
-    validate.add_argument("files", nargs="*", type=Path, metavar="FILE",
-                          help="playbook files or directories to check along with the shipped "
-                               "ones")
+        "validate",
+        help="check playbook files (default: every loaded playbook); exit 1 with "
+        "file:line:col for each problem",
+    )
+    validate.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help="playbook files or directories to check along with the shipped ones",
+    )
     add_playbook_arguments(validate)
-    explain = sub.add_parser("explain", help="print a playbook's tree: steps, branches, "
-                                             "conditions, findings")
+    explain = sub.add_parser(
+        "explain", help="print a playbook's tree: steps, branches, conditions, findings"
+    )
     explain.add_argument("id", help="playbook id")
     add_playbook_arguments(explain)
     sub.add_parser("schema", help="print the JSON Schema of the playbook format")
-    findings = sub.add_parser("findings", help="print the findings catalog (docs/findings.md) "
-                                               "as Markdown")
+    findings = sub.add_parser(
+        "findings", help="print the findings catalog (docs/findings.md) as Markdown"
+    )
     add_playbook_arguments(findings)
-    findings.add_argument("--shipped-only", action="store_true",
-                          help="only the shipped playbooks (how docs/findings.md is made)")
+    findings.add_argument(
+        "--shipped-only",
+        action="store_true",
+        help="only the shipped playbooks (how docs/findings.md is made)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,11 +100,21 @@ def _validate(playbooks: PlaybookSet, files: list[str]) -> int:
 def _listing(playbooks: PlaybookSet) -> str:
     rows = [("ID", "MATURITY", "STEPS", "FINDINGS", "FROM", "TITLE")]
     for book in playbooks:
-        rows.append((book.id, book.maturity, str(len(book.steps)), str(len(book.findings)),
-                     "shipped" if book.shipped else book.file, book.title))
+        rows.append(
+            (
+                book.id,
+                book.maturity,
+                str(len(book.steps)),
+                str(len(book.findings)),
+                "shipped" if book.shipped else book.file,
+                book.title,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip()
-             for r in rows]
+    lines = [
+        "  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip()
+        for r in rows
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -105,18 +126,21 @@ def explain(playbooks: PlaybookSet, playbook_id: str) -> str:
     book = playbooks.get(playbook_id)
     if book is None:
         hint = did_you_mean(playbook_id, [b.id for b in playbooks])
-        raise GputriageError(f"no playbook '{playbook_id}' is loaded"
-                             + (f"; {hint}" if hint else ""), title="playbooks explain")
+        raise GputriageError(
+            f"no playbook '{playbook_id}' is loaded" + (f"; {hint}" if hint else ""),
+            title="playbooks explain",
+        )
     origin = "shipped" if book.shipped else "user"
     out = [f"{book.id}: {book.title}", f"  {book.maturity}, {origin}, {book.file}"]
     if book.description:
-        out.append(textwrap.fill(book.description, 96, initial_indent="  ",
-                                 subsequent_indent="  "))
+        out.append(textwrap.fill(book.description, 96, initial_indent="  ", subsequent_indent="  "))
     if book.routes:
         out += ["", "Entered when:"]
         for r in book.routes:
-            out.append(f"  [priority {r.priority}] {r.when.source}"
-                       + (f"  ({r.because})" if r.because else ""))
+            out.append(
+                f"  [priority {r.priority}] {r.when.source}"
+                + (f"  ({r.because})" if r.because else "")
+            )
     out += ["", f"Starts at: {book.start}"]
     for step in book.steps.values():
         out += ["", *(_step(playbooks, book, step))]

@@ -39,17 +39,36 @@ EXIT_INCOMPLETE = 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-A", "--all-namespaces", action="store_true",
-                   help="scan pods in every namespace (nodes are always scanned)")
-    p.add_argument("-l", "--selector", metavar="SELECTOR",
-                   help="only pods matching this label selector (e.g. team=llm)")
-    p.add_argument("--stuck-after", default="10m", metavar="DURATION",
-                   help="how long a pod may be ContainerCreating (or Pending without a "
-                        "scheduler verdict) before it counts as stuck (default: 10m)")
-    p.add_argument("--report", choices=["md", "json"],
-                   help="no TUI: print the pods and nodes in trouble (exit 3 when any)")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="with --report: write to FILE (atomically) instead of stdout")
+    p.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="scan pods in every namespace (nodes are always scanned)",
+    )
+    p.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="only pods matching this label selector (e.g. team=llm)",
+    )
+    p.add_argument(
+        "--stuck-after",
+        default="10m",
+        metavar="DURATION",
+        help="how long a pod may be ContainerCreating (or Pending without a "
+        "scheduler verdict) before it counts as stuck (default: 10m)",
+    )
+    p.add_argument(
+        "--report",
+        choices=["md", "json"],
+        help="no TUI: print the pods and nodes in trouble (exit 3 when any)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="with --report: write to FILE (atomically) instead of stdout",
+    )
     add_cluster_arguments(p)
     add_node_access_arguments(p)
     add_playbook_arguments(p)
@@ -61,12 +80,15 @@ def scope_from_args(args: argparse.Namespace, context_namespace: str) -> Scope:
 
     stuck = parse_duration(str(args.stuck_after))
     if stuck is None:
-        raise GputriageError(f"--stuck-after wants a duration such as 10m, 90s or 1h30m, got "
-                             f"{args.stuck_after!r}", title="bad argument")
+        raise GputriageError(
+            f"--stuck-after wants a duration such as 10m, 90s or 1h30m, got {args.stuck_after!r}",
+            title="bad argument",
+        )
     if args.all_namespaces and args.namespace:
         raise GputriageError("use either -n NAMESPACE or -A, not both", title="bad argument")
-    namespace = "" if args.all_namespaces else (args.namespace or context_namespace
-                                                 or DEFAULT_NAMESPACE)
+    namespace = (
+        "" if args.all_namespaces else (args.namespace or context_namespace or DEFAULT_NAMESPACE)
+    )
     return Scope(namespace=namespace, selector=args.selector or "", stuck_after=stuck)
 
 
@@ -105,8 +127,7 @@ def collect(client: KubeClient, scope: Scope) -> tuple[Fleet, tuple[Listing, ...
             listings = update.listings
     if listings and all(ls.status is not Status.OK for ls in listings):
         first = next(ls for ls in listings if ls.what == "pods")
-        raise GputriageError(f"cannot list {first.what}: {first.detail}",
-                             title="scan failed")
+        raise GputriageError(f"cannot list {first.what}: {first.detail}", title="scan failed")
     return fleet, listings
 
 

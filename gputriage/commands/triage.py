@@ -16,10 +16,17 @@ HELP = "triage a GPU pod (the default command: `gputriage <pod>`)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pod", help="pod name, or KIND/NAME for a Deployment, Job, StatefulSet, "
-                               "ReplicaSet or DaemonSet (its pods are listed to pick from)")
-    p.add_argument("--from", dest="from_bundle", metavar="DIR",
-                   help="replay an evidence bundle instead of reading the live cluster")
+    p.add_argument(
+        "pod",
+        help="pod name, or KIND/NAME for a Deployment, Job, StatefulSet, "
+        "ReplicaSet or DaemonSet (its pods are listed to pick from)",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_bundle",
+        metavar="DIR",
+        help="replay an evidence bundle instead of reading the live cluster",
+    )
     add_report_arguments(p)
     p.add_argument("--notes", metavar="FILE", help="notes file to include in the summary")
     add_cluster_arguments(p)

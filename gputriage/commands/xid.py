@@ -24,9 +24,13 @@ fallen off the bus."
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
-    p.add_argument("query", nargs="*", metavar="CODE|LINE",
-                   help="an Xid code (79), an SXid code (20034), a kernel log line in quotes, "
-                        "or - to read a whole log from stdin")
+    p.add_argument(
+        "query",
+        nargs="*",
+        metavar="CODE|LINE",
+        help="an Xid code (79), an SXid code (20034), a kernel log line in quotes, "
+        "or - to read a whole log from stdin",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--list", action="store_true", help="list every catalogued Xid")
 
@@ -44,8 +48,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     query = " ".join(args.query).strip()
     if not query:
-        raise GputriageError("give an Xid code (gputriage xid 79), a kernel log line in quotes, "
-                             "or - to read a log from stdin", title="xid")
+        raise GputriageError(
+            "give an Xid code (gputriage xid 79), a kernel log line in quotes, "
+            "or - to read a log from stdin",
+            title="xid",
+        )
     if query == "-":
         return _decode_text(sys.stdin.read(), args.json, whole_log=True)
     if query.isdigit():
@@ -67,10 +74,10 @@ def _explain_code(code: int, as_json: bool) -> int:
             f"{code} is neither an Xid in NVIDIA's catalog (codes 1-172) nor an SXid listed in "
             "the Fabric Manager guide. Newer drivers may add codes: see "
             "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html",
-            title=f"unknown code {code}")
+            title=f"unknown code {code}",
+        )
     if as_json:
-        _print_json({"query": str(code), "xid": xid} if xid else {"query": str(code),
-                                                                   "sxid": sxid})
+        _print_json({"query": str(code), "xid": xid} if xid else {"query": str(code), "sxid": sxid})
     elif xid:
         print("\n".join(_xid_lines(xid)))
     elif sxid:
@@ -83,16 +90,24 @@ def _decode_text(text: str, as_json: bool, *, whole_log: bool) -> int:
     from gputriage.xid.decode import decode_record
 
     log = parse_text(text)
-    wanted = [r for r in log.records if whole_log is False or r.kind not in
-              (Kind.OTHER_NVRM, Kind.PEERMEM)]
+    wanted = [
+        r
+        for r in log.records
+        if whole_log is False or r.kind not in (Kind.OTHER_NVRM, Kind.PEERMEM)
+    ]
     if not wanted:
         where = f"{log.lines_scanned} lines read" if whole_log else repr(text[:200])
-        raise GputriageError(f"no Xid, SXid or other NVIDIA GPU kernel message found ({where})",
-                             title="nothing to decode")
+        raise GputriageError(
+            f"no Xid, SXid or other NVIDIA GPU kernel message found ({where})",
+            title="nothing to decode",
+        )
     decoded = [decode_record(r) for r in wanted]
     if as_json:
-        _print_json({"lines_scanned": log.lines_scanned, "records": decoded} if whole_log
-                    else {"query": text, "records": decoded})
+        _print_json(
+            {"lines_scanned": log.lines_scanned, "records": decoded}
+            if whole_log
+            else {"query": text, "records": decoded}
+        )
         return 0
     if whole_log:
         print("\n".join(_log_lines(decoded, log.lines_scanned)))
@@ -112,13 +127,15 @@ def _bucket(name: str, meaning: str) -> str:
 
 
 def _xid_lines(x: dict[str, Any]) -> list[str]:
-    lines = [f"Xid {x['code']}: {x['description']}",
-             _field("NVIDIA mnemonic", x["mnemonic"]),
-             _field("class", f"{x['klass']}: {x['class_meaning']} ({x['reading']})"),
-             _field("what to do", x["action"]),
-             _field("immediate action", _bucket(x["immediate"], x["immediate_meaning"])),
-             _field("if it recurs", _bucket(x["investigatory"], x["investigatory_meaning"])),
-             _field("device plugin", x["device_plugin"])]
+    lines = [
+        f"Xid {x['code']}: {x['description']}",
+        _field("NVIDIA mnemonic", x["mnemonic"]),
+        _field("class", f"{x['klass']}: {x['class_meaning']} ({x['reading']})"),
+        _field("what to do", x["action"]),
+        _field("immediate action", _bucket(x["immediate"], x["immediate_meaning"])),
+        _field("if it recurs", _bucket(x["investigatory"], x["investigatory_meaning"])),
+        _field("device plugin", x["device_plugin"]),
+    ]
     if x["xid154_since"]:
         lines.append(_field("feeds Xid 154", f"since driver {x['xid154_since']}"))
     lines.append(_field("applies to", ", ".join(x["applies_to"]) or "none of A100/H100/B100/GB200"))
@@ -143,10 +160,12 @@ def _sources(tags: str) -> str:
 
 def _sxid_lines(s: dict[str, Any]) -> list[str]:
     name = f": {s['name']}" if s["name"] else ""
-    return [f"SXid {s['code']} (NVSwitch){name}",
-            _field("class", s["klass"]),
-            _field("what to do", s["action"]),
-            _field("source", _sources("FM-guide"))]
+    return [
+        f"SXid {s['code']} (NVSwitch){name}",
+        _field("class", s["klass"]),
+        _field("what to do", s["action"]),
+        _field("source", _sources("FM-guide")),
+    ]
 
 
 def _where(d: dict[str, Any]) -> str:
@@ -183,8 +202,9 @@ def _record_lines(d: dict[str, Any]) -> list[str]:
     if d["caused_by"]:
         lines.append(_field("caused by", f"Xid {d['caused_by']} (look for it first)"))
     if d["recovery_to"] >= 0:
-        lines.append(_field("recovery action", f"{d['recovery_from_name']} -> "
-                                               f"{d['recovery_to_name']}"))
+        lines.append(
+            _field("recovery action", f"{d['recovery_from_name']} -> {d['recovery_to_name']}")
+        )
     if d["detail"] and kind != "xid" and d["detail"] != d["message"]:
         lines.append(_field("detail", d["detail"]))
     meaning = d["meaning"]
@@ -195,8 +215,11 @@ def _record_lines(d: dict[str, Any]) -> list[str]:
         lines.append(_field("meaning", "not in NVIDIA's Xid catalog (codes 1-172)"))
     elif kind == "sxid":
         lines.append(_field("fatal", "yes" if d["fatal"] else "no"))
-        lines += _sxid_lines(meaning)[1:] if meaning else [
-            _field("class", "not listed in the Fabric Manager guide")]
+        lines += (
+            _sxid_lines(meaning)[1:]
+            if meaning
+            else [_field("class", "not listed in the Fabric Manager guide")]
+        )
     elif meaning:
         lines.append(_field("meaning", meaning))
     return lines

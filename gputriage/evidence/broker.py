@@ -69,11 +69,17 @@ class Broker:
     node source gets ``node_timeout`` (default ``timeout``) plus a second of grace.
     """
 
-    def __init__(self, cluster: ClusterSource, node_sources: Sequence[NodeSource] = (), *,
-                 timeout: float = DEFAULT_REQUEST_TIMEOUT, deadline: float | None = None,
-                 node_timeout: float | None = None,
-                 node_keys: tuple[Key, ...] = NODE_KEYS,
-                 followups: Sequence[FollowUp] = ()) -> None:
+    def __init__(
+        self,
+        cluster: ClusterSource,
+        node_sources: Sequence[NodeSource] = (),
+        *,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        deadline: float | None = None,
+        node_timeout: float | None = None,
+        node_keys: tuple[Key, ...] = NODE_KEYS,
+        followups: Sequence[FollowUp] = (),
+    ) -> None:
         self.cluster = cluster
         self.followups = tuple(followups)
         self.node_sources = tuple(node_sources)
@@ -83,32 +89,33 @@ class Broker:
         self.node_keys = node_keys
 
     def keys(self) -> tuple[Key, ...]:
-        return (Key.POD, *self.cluster.keys(), *self.node_keys,
-                *(f.key for f in self.followups))
+        return (Key.POD, *self.cluster.keys(), *self.node_keys, *(f.key for f in self.followups))
 
     async def stream(self) -> AsyncGenerator[Evidence, None]:
         """Yield the pod, then every other key in the order they finish."""
-        executor = ThreadPoolExecutor(max_workers=len(self.keys()) + 2,
-                                      thread_name_prefix="gputriage-evidence")
+        executor = ThreadPoolExecutor(
+            max_workers=len(self.keys()) + 2, thread_name_prefix="gputriage-evidence"
+        )
         tasks: list[asyncio.Task[None]] = []
         try:
             pod = await self._run(executor, Key.POD, self.cluster.pod, self.deadline)
             self._prepare_nodes(pod)
             yield pod
             queue: asyncio.Queue[Evidence] = asyncio.Queue()
-            node_ready: asyncio.Future[Evidence | None] = (
-                asyncio.get_running_loop().create_future())
+            node_ready: asyncio.Future[Evidence | None] = asyncio.get_running_loop().create_future()
             wanted = self.cluster.keys()
             cluster_keys = tuple(k for k in wanted if k is not Key.POD)
             if Key.NODE not in cluster_keys:
                 node_ready.set_result(None)
 
             landed: dict[Key, asyncio.Future[Evidence]] = {
-                k: asyncio.get_running_loop().create_future() for k in cluster_keys}
+                k: asyncio.get_running_loop().create_future() for k in cluster_keys
+            }
 
             async def cluster_key(key: Key) -> None:
-                ev = await self._run(executor, key, partial(self.cluster.collect, key, pod),
-                                     self.deadline)
+                ev = await self._run(
+                    executor, key, partial(self.cluster.collect, key, pod), self.deadline
+                )
                 if key is Key.NODE and not node_ready.done():
                     node_ready.set_result(ev)
                 if not landed[key].done():
@@ -117,8 +124,9 @@ class Broker:
 
             async def followup(f: FollowUp) -> None:
                 needed = {k: await asyncio.shield(landed[k]) for k in f.needs if k in landed}
-                await queue.put(await self._run(executor, f.key, partial(f.collect, pod, needed),
-                                                f.deadline))
+                await queue.put(
+                    await self._run(executor, f.key, partial(f.collect, pod, needed), f.deadline)
+                )
 
             async def node_key(key: Key) -> None:
                 node = await asyncio.shield(node_ready)
@@ -157,43 +165,72 @@ class Broker:
         """Everything, once every key has answered or timed out."""
         return EvidenceSet([ev async for ev in self.stream()])
 
-    async def _run(self, executor: ThreadPoolExecutor, key: Key, call: Callable[[], Evidence],
-                   deadline: float, source: str = "") -> Evidence:
+    async def _run(
+        self,
+        executor: ThreadPoolExecutor,
+        key: Key,
+        call: Callable[[], Evidence],
+        deadline: float,
+        source: str = "",
+    ) -> Evidence:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
             ev = await asyncio.wait_for(loop.run_in_executor(executor, call), deadline)
         except TimeoutError:
-            ev = Evidence(key, Status.TIMEOUT,
-                          f"no answer within {deadline:g} s for {DESCRIPTIONS[key]}", "", source)
+            ev = Evidence(
+                key,
+                Status.TIMEOUT,
+                f"no answer within {deadline:g} s for {DESCRIPTIONS[key]}",
+                "",
+                source,
+            )
         except Exception as exc:  # a source broke its promise not to raise
-            ev = Evidence(key, Status.ERROR, f"internal error while collecting "
-                                             f"{DESCRIPTIONS[key]}: {type(exc).__name__}: {exc}",
-                          "", source)
+            ev = Evidence(
+                key,
+                Status.ERROR,
+                f"internal error while collecting {DESCRIPTIONS[key]}: {type(exc).__name__}: {exc}",
+                "",
+                source,
+            )
         if not isinstance(ev, Evidence) or ev.key is not key:
-            ev = Evidence(key, Status.ERROR, f"internal error: the source answered "
-                                             f"{type(ev).__name__} for {key.value}", "", source)
+            ev = Evidence(
+                key,
+                Status.ERROR,
+                f"internal error: the source answered {type(ev).__name__} for {key.value}",
+                "",
+                source,
+            )
         return replace(ev, elapsed_s=round(time.monotonic() - started, 3))
 
-    async def _node_key(self, executor: ThreadPoolExecutor, key: Key, pod: Evidence,
-                        node: Evidence | None) -> Evidence:
+    async def _node_key(
+        self, executor: ThreadPoolExecutor, key: Key, pod: Evidence, node: Evidence | None
+    ) -> Evidence:
         try:
             query = self.cluster.node_query(pod, node)
         except Exception as exc:
-            return Evidence(key, Status.ERROR,
-                            f"internal error finding the node: {type(exc).__name__}: {exc}")
+            return Evidence(
+                key, Status.ERROR, f"internal error finding the node: {type(exc).__name__}: {exc}"
+            )
         if isinstance(query, str):
             return Evidence(key, Status.UNAVAILABLE, query)
         if not self.node_sources:
-            return Evidence(key, Status.UNAVAILABLE,
-                            f"no node access configured for {query.node}: use SSH or --local "
-                            f"to read {DESCRIPTIONS[key]}")
+            return Evidence(
+                key,
+                Status.UNAVAILABLE,
+                f"no node access configured for {query.node}: use SSH or --local "
+                f"to read {DESCRIPTIONS[key]}",
+            )
         attempts: list[tuple[str, Evidence]] = []
         for src in self.node_sources:
             name = str(getattr(src, "name", type(src).__name__))
-            ev = await self._run(executor, key, partial(src.collect, key, query,
-                                                        self.node_timeout),
-                                 self.node_timeout + 1.0, source=name)
+            ev = await self._run(
+                executor,
+                key,
+                partial(src.collect, key, query, self.node_timeout),
+                self.node_timeout + 1.0,
+                source=name,
+            )
             if ev.ok:
                 return ev
             attempts.append((name, ev))
@@ -206,8 +243,12 @@ def most_informative(attempts: Sequence[tuple[str, Evidence]]) -> Evidence:
     rank = {s: i for i, s in enumerate(_INFORMATIVE)}
     best_i = min(range(len(attempts)), key=lambda i: (rank.get(attempts[i][1].status, 9), i))
     best_name, best = attempts[best_i]
-    others = [f"{name}: {ev.status.value}: {ev.detail}" for i, (name, ev) in enumerate(attempts)
-              if i != best_i]
-    detail = f"{best_name}: {best.detail}" + (f" (also tried {'; '.join(others)})"
-                                              if others else "")
+    others = [
+        f"{name}: {ev.status.value}: {ev.detail}"
+        for i, (name, ev) in enumerate(attempts)
+        if i != best_i
+    ]
+    detail = f"{best_name}: {best.detail}" + (
+        f" (also tried {'; '.join(others)})" if others else ""
+    )
     return replace(best, detail=detail)

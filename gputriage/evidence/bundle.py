@@ -82,7 +82,8 @@ def read_bundle(path: str | os.PathLike[str]) -> EvidenceSet:
         from gputriage.evidence.candidate_bundle import attach_from_bundle
 
         evidence = evidence.with_evidence(
-            attach_from_bundle(root, evidence[Key.CANDIDATES], read_file))
+            attach_from_bundle(root, evidence[Key.CANDIDATES], read_file)
+        )
     return evidence
 
 
@@ -119,11 +120,14 @@ def _read_key(root: Path, key: Key, names: tuple[str, ...], meta: dict[str, Any]
     if isinstance(recorded, dict) and recorded.get("status") in Status._value2member_map_:
         status = Status(recorded["status"])
         if status is not Status.OK:
-            return Evidence(key, status, str(recorded.get("detail") or ""), "",
-                            str(recorded.get("source") or f"{root.name}/{names[0]}"))
-    return Evidence.missing(
-        key, f"{names[0]} is not in the bundle",
-        f"{root.name}/{names[0]}")
+            return Evidence(
+                key,
+                status,
+                str(recorded.get("detail") or ""),
+                "",
+                str(recorded.get("source") or f"{root.name}/{names[0]}"),
+            )
+    return Evidence.missing(key, f"{names[0]} is not in the bundle", f"{root.name}/{names[0]}")
 
 
 def _complete(meta: dict[str, Any], recorded: Any) -> bool:
@@ -160,8 +164,9 @@ def read_file(key: Key, file: Path, *, source: str) -> Evidence:
                 fh.seek(size - limit)
             blob = fh.read(limit)
     except OSError as exc:
-        return Evidence(key, Status.ERROR, f"cannot read {source}: {exc.strerror or exc}", "",
-                        source)
+        return Evidence(
+            key, Status.ERROR, f"cannot read {source}: {exc.strerror or exc}", "", source
+        )
     return decode(key, blob, source=source, truncated_from=size if truncated else 0)
 
 
@@ -169,9 +174,13 @@ class RefusedFile(OSError):
     """A bundle entry that is not a regular file inside the bundle; the message says what."""
 
 
-_KINDS = ((stat.S_ISFIFO, "is a named pipe (FIFO)"), (stat.S_ISCHR, "is a character device"),
-          (stat.S_ISBLK, "is a block device"), (stat.S_ISSOCK, "is a socket"),
-          (stat.S_ISDIR, "is a directory"))
+_KINDS = (
+    (stat.S_ISFIFO, "is a named pipe (FIFO)"),
+    (stat.S_ISCHR, "is a character device"),
+    (stat.S_ISBLK, "is a block device"),
+    (stat.S_ISSOCK, "is a socket"),
+    (stat.S_ISDIR, "is a directory"),
+)
 
 
 def open_regular(file: Path, root: Path | None = None) -> tuple[int, int]:
@@ -187,8 +196,9 @@ def open_regular(file: Path, root: Path | None = None) -> tuple[int, int]:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            what = next((words for test, words in _KINDS if test(info.st_mode)),
-                        "is not a regular file")
+            what = next(
+                (words for test, words in _KINDS if test(info.st_mode)), "is not a regular file"
+            )
             raise RefusedFile(f"{what}: only regular files are read")
         os.set_blocking(fd, True)
     except BaseException:
@@ -202,15 +212,22 @@ def decode(key: Key, blob: bytes, *, source: str, truncated_from: int = 0) -> Ev
     if not blob.strip():
         return Evidence(key, Status.ERROR, f"{source} is empty", "", source)
     if _looks_binary(blob):
-        return Evidence(key, Status.ERROR,
-                        f"{source} looks binary ({len(blob)} bytes, not text); expected "
-                        f"{DESCRIPTIONS[key]}", "", source)
+        return Evidence(
+            key,
+            Status.ERROR,
+            f"{source} looks binary ({len(blob)} bytes, not text); expected {DESCRIPTIONS[key]}",
+            "",
+            source,
+        )
     text = blob.decode("utf-8", errors="replace")
     if truncated_from:
         # Drop the partial first line left by reading from the middle of the file.
         text = text.split("\n", 1)[1] if "\n" in text else text
-    note = (f" (file is {truncated_from} bytes; only the last {len(blob)} were read)"
-            if truncated_from else "")
+    note = (
+        f" (file is {truncated_from} bytes; only the last {len(blob)} were read)"
+        if truncated_from
+        else ""
+    )
     if key in EXPECTED_KIND:
         return _decode_structured(key, text, source, note)
     fmt = "xml" if text.lstrip().startswith(("<?xml", "<nvidia_smi_log")) else "text"
@@ -245,9 +262,15 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
             return _too_deep(key, source, note, text, "json")
         except json.JSONDecodeError as exc:
             what = "truncated" if _json_unfinished(text) else "malformed"
-            return Evidence(key, Status.ERROR,
-                            f"{source} is {what} JSON: {exc.msg} at line {exc.lineno} column "
-                            f"{exc.colno}{note}", text, source, None, "json")
+            return Evidence(
+                key,
+                Status.ERROR,
+                f"{source} is {what} JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{note}",
+                text,
+                source,
+                None,
+                "json",
+            )
     else:
         fmt = "yaml"
         try:
@@ -260,9 +283,15 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
         except Exception as exc:  # yaml raises many types; all mean "not readable YAML"
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-            return Evidence(key, Status.ERROR,
-                            f"{source} is neither JSON nor YAML: {getattr(exc, 'problem', exc)}"
-                            f"{where}{note}", text, source, None, "yaml")
+            return Evidence(
+                key,
+                Status.ERROR,
+                f"{source} is neither JSON nor YAML: {getattr(exc, 'problem', exc)}{where}{note}",
+                text,
+                source,
+                None,
+                "yaml",
+            )
     data, problem = _check_kind(key, data)
     if problem:
         return Evidence(key, Status.ERROR, f"{source}: {problem}{note}", text, source, None, fmt)
@@ -272,9 +301,16 @@ def _decode_structured(key: Key, text: str, source: str, note: str) -> Evidence:
 
 
 def _too_deep(key: Key, source: str, note: str, text: str, fmt: str) -> Evidence:
-    return Evidence(key, Status.ERROR,
-                    f"{source} is nested too deeply to read as {fmt.upper()} (brackets or "
-                    f"indentation thousands of levels deep){note}", text, source, None, fmt)
+    return Evidence(
+        key,
+        Status.ERROR,
+        f"{source} is nested too deeply to read as {fmt.upper()} (brackets or "
+        f"indentation thousands of levels deep){note}",
+        text,
+        source,
+        None,
+        fmt,
+    )
 
 
 def _json_int(digits: str) -> int | str:
@@ -312,8 +348,11 @@ def _check_kind(key: Key, data: Any) -> tuple[Any, str]:
     if expected.endswith("List"):
         item_kind = expected[: -len("List")]
         if kind == item_kind:  # a single object where a list was expected: wrap it
-            return {"kind": expected, "apiVersion": data.get("apiVersion", "v1"),
-                    "items": [data]}, ""
+            return {
+                "kind": expected,
+                "apiVersion": data.get("apiVersion", "v1"),
+                "items": [data],
+            }, ""
         if kind not in (expected, "List") and not (kind is None and "items" in data):
             return None, f"expected kind {expected} (or List), got {kind!r}"
         items = data.get("items")
@@ -338,16 +377,35 @@ def _decode_describe(text: str, source: str) -> Evidence:
     try:
         pod, events = parse_pod_describe(text)
     except Exception as exc:  # the parser must not raise, but a paste must never crash us
-        return Evidence(Key.POD, Status.ERROR, f"{source}: cannot read describe text: {exc}",
-                        text, source, None, "describe")
+        return Evidence(
+            Key.POD,
+            Status.ERROR,
+            f"{source}: cannot read describe text: {exc}",
+            text,
+            source,
+            None,
+            "describe",
+        )
     pod = {**pod, "_describe_events": events}
-    return Evidence(Key.POD, Status.OK, f"kubectl describe text ({len(events)} events)", text,
-                    source, pod, "describe")
+    return Evidence(
+        Key.POD,
+        Status.OK,
+        f"kubectl describe text ({len(events)} events)",
+        text,
+        source,
+        pod,
+        "describe",
+    )
 
 
 def _events_from_describe(pod: Evidence) -> Evidence:
     events = pod.data.get("_describe_events", []) if isinstance(pod.data, dict) else []
-    return Evidence(Key.EVENTS, Status.OK,
-                    f"{len(events)} events from the Events: section of {pod.source}", pod.raw,
-                    pod.source, {"kind": "EventList", "apiVersion": "v1", "items": events},
-                    "describe")
+    return Evidence(
+        Key.EVENTS,
+        Status.OK,
+        f"{len(events)} events from the Events: section of {pod.source}",
+        pod.raw,
+        pod.source,
+        {"kind": "EventList", "apiVersion": "v1", "items": events},
+        "describe",
+    )

@@ -30,8 +30,7 @@ def safe_node_dir(name: str) -> str:
     return name if _NODE_NAME.fullmatch(name) and ".." not in name else ""
 
 
-def attach_from_bundle(root: Path, ev: Evidence,
-                       read_file: Callable[..., Evidence]) -> Evidence:
+def attach_from_bundle(root: Path, ev: Evidence, read_file: Callable[..., Evidence]) -> Evidence:
     """Add the per-node evidence under ``root/nodes/`` to a CANDIDATES evidence read from
     ``candidate-nodes.json``."""
     if not ev.ok or not isinstance(ev.data, dict):
@@ -54,25 +53,37 @@ def attach_from_bundle(root: Path, ev: Evidence,
     return replace(ev, data={**ev.data, NODE_EVIDENCE: per_node})
 
 
-def _read_node_key(root: Path, node: str, key: Key, recorded: Any,
-                   read_file: Callable[..., Evidence]) -> Evidence | None:
+def _read_node_key(
+    root: Path, node: str, key: Key, recorded: Any, read_file: Callable[..., Evidence]
+) -> Evidence | None:
     folder = root / NODES_DIR / node
     for file in BUNDLE_FILES[key]:
         if (folder / file).is_file():
-            return read_file(key, folder / file,
-                             source=f"{root.name}/{NODES_DIR}/{node}/{file}")
+            return read_file(key, folder / file, source=f"{root.name}/{NODES_DIR}/{node}/{file}")
     if isinstance(recorded, dict) and recorded.get("status") in Status._value2member_map_:
         status = Status(recorded["status"])
         if status is Status.OK:  # recorded fine but the file is gone, or it was empty
-            return Evidence(key, Status.OK, str(recorded.get("detail") or ""), "",
-                            str(recorded.get("source") or ""), None, "text")
-        return Evidence(key, status, str(recorded.get("detail") or ""), "",
-                        str(recorded.get("source") or ""))
+            return Evidence(
+                key,
+                Status.OK,
+                str(recorded.get("detail") or ""),
+                "",
+                str(recorded.get("source") or ""),
+                None,
+                "text",
+            )
+        return Evidence(
+            key, status, str(recorded.get("detail") or ""), "", str(recorded.get("source") or "")
+        )
     return None
 
 
-def write_node_files(ev: Evidence, root: Path, name_for: Callable[[Evidence], str],
-                     write: Callable[[Path, bytes], Path]) -> tuple[list[Path], str]:
+def write_node_files(
+    ev: Evidence,
+    root: Path,
+    name_for: Callable[[Evidence], str],
+    write: Callable[[Path, bytes], Path],
+) -> tuple[list[Path], str]:
     """Write the examined nodes' evidence under ``root/nodes/``; returns the files written and
     ``candidate-nodes.json``'s text with each source's file recorded."""
     import json

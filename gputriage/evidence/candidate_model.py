@@ -26,8 +26,7 @@ CANDIDATE_KEYS: tuple[Key, ...] = (*NODE_KEYS, Key.DEVICE_PLUGIN_LOG, Key.GPU_OP
 
 def source_record(ev: Evidence, file: str | None = None) -> dict[str, Any]:
     """How one source of one candidate node went, as ``candidate-nodes.json`` records it."""
-    return {"status": ev.status.value, "detail": ev.detail, "source": ev.source,
-            "file": file}
+    return {"status": ev.status.value, "detail": ev.detail, "source": ev.source, "file": file}
 
 
 def node_evidence(ev: Evidence) -> dict[str, dict[str, Evidence]]:

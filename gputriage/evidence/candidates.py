@@ -43,8 +43,17 @@ from gputriage.evidence.nodes import node_address
 from gputriage.evidence.sources import NodeQuery, NodeSource
 from gputriage.options import DEFAULT_CANDIDATE_NODES, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SINCE
 
-__all__ = ["API_VERSION", "KIND", "NODE_EVIDENCE", "Candidate", "Selection",
-           "candidates_document", "collect_candidates", "node_evidence", "select_candidates"]
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "NODE_EVIDENCE",
+    "Candidate",
+    "Selection",
+    "candidates_document",
+    "collect_candidates",
+    "node_evidence",
+    "select_candidates",
+]
 
 #: How many troubled candidate nodes are read by default (``--nodes K``).
 DEFAULT_LIMIT = DEFAULT_CANDIDATE_NODES
@@ -75,8 +84,9 @@ class Selection:
     problem: str = ""  # why no selection could be made ("" when one was)
 
 
-def select_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | None = None, *,
-                      limit: int = DEFAULT_LIMIT) -> Selection:
+def select_candidates(
+    pod: Evidence, nodes: Evidence, node_pods: Evidence | None = None, *, limit: int = DEFAULT_LIMIT
+) -> Selection:
     """The GPU nodes ``pod`` could land on, the troubled ones first, at most ``limit`` of
     them to examine. Pure: reads only the evidence given."""
     from gputriage.facts import cluster
@@ -84,8 +94,7 @@ def select_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | None
     from gputriage.facts.build import target_of
 
     if not nodes.ok:
-        return Selection(problem=f"{DESCRIPTIONS[Key.NODES]}: {nodes.status.value}: "
-                                 f"{nodes.detail}")
+        return Selection(problem=f"{DESCRIPTIONS[Key.NODES]}: {nodes.status.value}: {nodes.detail}")
     items = [pod, nodes] + ([node_pods] if node_pods is not None else [])
     evidence = EvidenceSet(items)
     target = target_of(evidence)
@@ -110,28 +119,39 @@ def select_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | None
         selection.candidates += 1
         reasons, weight = _trouble(gn, request, plugins.get(name))
         if not reasons:
-            selection.skipped.append({"name": name, "why": "a candidate, but the API shows no "
-                                                           "trouble on it"})
+            selection.skipped.append(
+                {"name": name, "why": "a candidate, but the API shows no trouble on it"}
+            )
             continue
-        ranked.append(Candidate(name, node_objects.get(name, {"metadata": {"name": name}}),
-                                tuple(reasons), weight))
+        ranked.append(
+            Candidate(
+                name, node_objects.get(name, {"metadata": {"name": name}}), tuple(reasons), weight
+            )
+        )
     ranked.sort(key=lambda c: (-c.weight, c.name))
-    selection.examine = ranked[:max(0, limit)]
-    for c in ranked[max(0, limit):]:
-        selection.skipped.append({"name": c.name, "why": f"beyond --nodes {limit}: "
-                                                         f"{'; '.join(c.reasons)}"})
+    selection.examine = ranked[: max(0, limit)]
+    for c in ranked[max(0, limit) :]:
+        selection.skipped.append(
+            {"name": c.name, "why": f"beyond --nodes {limit}: {'; '.join(c.reasons)}"}
+        )
     return selection
 
 
 def _not_a_candidate(gn: Mapping[str, Any], request: Mapping[str, int]) -> str:
     if not gn.get("matches_selector"):
         return "does not match the pod's nodeSelector / required node affinity"
-    taints = [t for t in gn.get("untolerated_taints") or []
-              if not str(t.get("key", "")).startswith(_CONDITION_TAINT)]
+    taints = [
+        t
+        for t in gn.get("untolerated_taints") or []
+        if not str(t.get("key", "")).startswith(_CONDITION_TAINT)
+    ]
     if taints:
-        shown = ", ".join(f"{t.get('key')}={t.get('value')}:{t.get('effect')}"
-                          if t.get("value") else f"{t.get('key')}:{t.get('effect')}"
-                          for t in taints)
+        shown = ", ".join(
+            f"{t.get('key')}={t.get('value')}:{t.get('effect')}"
+            if t.get("value")
+            else f"{t.get('key')}:{t.get('effect')}"
+            for t in taints
+        )
         return f"has taints the pod does not tolerate ({shown})"
     if gn.get("unschedulable"):
         return "cordoned (spec.unschedulable)"
@@ -141,23 +161,28 @@ def _not_a_candidate(gn: Mapping[str, Any], request: Mapping[str, int]) -> str:
     return ""
 
 
-def _trouble(gn: Mapping[str, Any], request: Mapping[str, int],
-             plugin: Mapping[str, Any] | None) -> tuple[list[str], int]:
+def _trouble(
+    gn: Mapping[str, Any], request: Mapping[str, int], plugin: Mapping[str, Any] | None
+) -> tuple[list[str], int]:
     reasons: list[str] = []
     weight = 0
     capacity, allocatable = gn.get("capacity") or {}, gn.get("allocatable") or {}
     for r in sorted(request):
         cap, alloc = int(capacity.get(r, 0)), int(allocatable.get(r, 0))
         if r in capacity and alloc < cap:
-            reasons.append(f"{r} capacity {cap} > allocatable {alloc}: {cap - alloc} device(s) "
-                           "taken out of service")
+            reasons.append(
+                f"{r} capacity {cap} > allocatable {alloc}: {cap - alloc} device(s) "
+                "taken out of service"
+            )
             weight += 4
     if not gn.get("ready"):
         reasons.append("NotReady")
         weight += 3
     if gn.get("gpu_present_label") and not any(r in capacity for r in request):
-        reasons.append(f"labelled as a GPU node but advertises no {', '.join(sorted(request))} "
-                       "(device plugin not registered)")
+        reasons.append(
+            f"labelled as a GPU node but advertises no {', '.join(sorted(request))} "
+            "(device plugin not registered)"
+        )
         weight += 3
     if plugin is not None:
         trouble = _plugin_trouble(plugin)
@@ -172,10 +197,19 @@ def _plugin_trouble(pod: Mapping[str, Any]) -> str:
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     phase = str(status.get("phase") or "")
     statuses = [s for s in status.get("containerStatuses") or [] if isinstance(s, dict)]
-    restarts = sum(int(s.get("restartCount") or 0) for s in statuses
-                   if str(s.get("restartCount") or "0").isdigit())
-    waiting = next((str(_mapping(_mapping(s.get("state")).get("waiting")).get("reason") or "")
-                    for s in statuses if _mapping(s.get("state")).get("waiting")), "")
+    restarts = sum(
+        int(s.get("restartCount") or 0)
+        for s in statuses
+        if str(s.get("restartCount") or "0").isdigit()
+    )
+    waiting = next(
+        (
+            str(_mapping(_mapping(s.get("state")).get("waiting")).get("reason") or "")
+            for s in statuses
+            if _mapping(s.get("state")).get("waiting")
+        ),
+        "",
+    )
     if phase != "Running" or waiting:
         return f"device-plugin pod {name} is {waiting or phase or 'not running'}"
     if restarts:
@@ -221,12 +255,20 @@ def unavailable(detail: str, source: str = "") -> Evidence:
     return Evidence(Key.CANDIDATES, Status.UNAVAILABLE, detail, "", source)
 
 
-def collect_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | None, *,
-                       node_sources: Sequence[NodeSource], plugin_log: PluginLog | None,
-                       operator: PluginLog | None = None,
-                       overrides: Mapping[str, str], since: str = DEFAULT_SINCE,
-                       limit: int = DEFAULT_LIMIT, timeout: float = DEFAULT_REQUEST_TIMEOUT,
-                       max_bytes: int = 4 * 1024 * 1024) -> Evidence:
+def collect_candidates(
+    pod: Evidence,
+    nodes: Evidence,
+    node_pods: Evidence | None,
+    *,
+    node_sources: Sequence[NodeSource],
+    plugin_log: PluginLog | None,
+    operator: PluginLog | None = None,
+    overrides: Mapping[str, str],
+    since: str = DEFAULT_SINCE,
+    limit: int = DEFAULT_LIMIT,
+    timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    max_bytes: int = 4 * 1024 * 1024,
+) -> Evidence:
     """Select the candidate nodes of an unscheduled ``pod`` and read the troubled ones.
 
     Blocking; every node key runs in its own thread under ``timeout`` (plus a second of
@@ -235,8 +277,9 @@ def collect_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | Non
     if not pod.ok:
         return unavailable(f"needs the pod object, which could not be read: {pod.detail}")
     if spec.get("nodeName"):
-        return unavailable(f"the pod is on node {spec['nodeName']}: candidate nodes are for "
-                           "pods not scheduled yet")
+        return unavailable(
+            f"the pod is on node {spec['nodeName']}: candidate nodes are for pods not scheduled yet"
+        )
     if limit <= 0:
         return unavailable("candidate nodes are not examined (--nodes 0)")
     selection = select_candidates(pod, nodes, node_pods, limit=limit)
@@ -245,20 +288,20 @@ def collect_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | Non
     per_node: dict[str, dict[str, Evidence]] = {c.name: {} for c in selection.examine}
     jobs: list[tuple[str, Key, Callable[[], Evidence]]] = []
     for cand in selection.examine:
-        query = NodeQuery(cand.name, node_address(cand.node, overrides), since=since,
-                          max_bytes=max_bytes)
+        query = NodeQuery(
+            cand.name, node_address(cand.node, overrides), since=since, max_bytes=max_bytes
+        )
         for key in NODE_KEYS:
             jobs.append((cand.name, key, _node_job(key, query, node_sources, timeout)))
         if plugin_log is not None:
-            jobs.append((cand.name, Key.DEVICE_PLUGIN_LOG,
-                         lambda name=cand.name: plugin_log(name)))  # type: ignore[misc]
+            jobs.append((cand.name, Key.DEVICE_PLUGIN_LOG, lambda name=cand.name: plugin_log(name)))  # type: ignore[misc]
         if operator is not None:
-            jobs.append((cand.name, Key.GPU_OPERATOR,
-                         lambda name=cand.name: operator(name)))  # type: ignore[misc]
+            jobs.append((cand.name, Key.GPU_OPERATOR, lambda name=cand.name: operator(name)))  # type: ignore[misc]
     started = time.monotonic()
     if jobs:
-        pool = ThreadPoolExecutor(max_workers=min(16, len(jobs)),
-                                  thread_name_prefix="gputriage-candidates")
+        pool = ThreadPoolExecutor(
+            max_workers=min(16, len(jobs)), thread_name_prefix="gputriage-candidates"
+        )
         try:
             futures = [(n, k, pool.submit(_never_raises, k, fn)) for n, k, fn in jobs]
             deadline = started + (len(node_sources) or 1) * (timeout + 1.0) + timeout
@@ -266,8 +309,11 @@ def collect_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | Non
                 try:
                     ev = fut.result(timeout=max(0.0, deadline - time.monotonic()))
                 except FutureTimeout:
-                    ev = Evidence(key, Status.TIMEOUT, f"no answer from {name} in time for "
-                                                       f"{DESCRIPTIONS[key]}")
+                    ev = Evidence(
+                        key,
+                        Status.TIMEOUT,
+                        f"no answer from {name} in time for {DESCRIPTIONS[key]}",
+                    )
                 per_node[name][key.value] = ev
         finally:
             # Sources bound their own calls; a straggler is not waited for.
@@ -275,37 +321,59 @@ def collect_candidates(pod: Evidence, nodes: Evidence, node_pods: Evidence | Non
     document = candidates_document(selection, per_node, limit)
     raw = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     examined = ", ".join(c.name for c in selection.examine) or "none"
-    detail = (f"{selection.candidates} candidate nodes of {selection.considered} GPU nodes; "
-              f"examined {len(selection.examine)} (at most {limit}): {examined}")
-    return Evidence(Key.CANDIDATES, Status.OK, detail, raw, "candidate nodes",
-                    {**document, NODE_EVIDENCE: per_node}, "json",
-                    elapsed_s=round(time.monotonic() - started, 3))
+    detail = (
+        f"{selection.candidates} candidate nodes of {selection.considered} GPU nodes; "
+        f"examined {len(selection.examine)} (at most {limit}): {examined}"
+    )
+    return Evidence(
+        Key.CANDIDATES,
+        Status.OK,
+        detail,
+        raw,
+        "candidate nodes",
+        {**document, NODE_EVIDENCE: per_node},
+        "json",
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
 
 
-def candidates_document(selection: Selection, per_node: Mapping[str, Mapping[str, Evidence]],
-                        limit: int) -> dict[str, Any]:
+def candidates_document(
+    selection: Selection, per_node: Mapping[str, Mapping[str, Evidence]], limit: int
+) -> dict[str, Any]:
     """``candidate-nodes.json``: what was examined and why, and how each source went."""
     items = []
     for cand in selection.examine:
         evs = per_node.get(cand.name, {})
-        items.append({
-            "name": cand.name, "reasons": list(cand.reasons),
-            "sources": {k: source_record(ev) for k, ev in evs.items()},
-        })
-    return {"apiVersion": API_VERSION, "kind": KIND, "limit": limit,
-            "considered": selection.considered, "candidates": selection.candidates,
-            "items": items, "notExamined": selection.skipped}
+        items.append(
+            {
+                "name": cand.name,
+                "reasons": list(cand.reasons),
+                "sources": {k: source_record(ev) for k, ev in evs.items()},
+            }
+        )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "limit": limit,
+        "considered": selection.considered,
+        "candidates": selection.candidates,
+        "items": items,
+        "notExamined": selection.skipped,
+    }
 
 
-def _node_job(key: Key, query: NodeQuery, sources: Sequence[NodeSource],
-              timeout: float) -> Callable[[], Evidence]:
+def _node_job(
+    key: Key, query: NodeQuery, sources: Sequence[NodeSource], timeout: float
+) -> Callable[[], Evidence]:
     def run() -> Evidence:
         from gputriage.evidence.broker import most_informative
 
         if not sources:
-            return Evidence(key, Status.UNAVAILABLE,
-                            f"no node access configured for {query.node}: use SSH to read "
-                            f"{DESCRIPTIONS[key]}")
+            return Evidence(
+                key,
+                Status.UNAVAILABLE,
+                f"no node access configured for {query.node}: use SSH to read {DESCRIPTIONS[key]}",
+            )
         attempts: list[tuple[str, Evidence]] = []
         for src in sources:
             name = str(getattr(src, "name", type(src).__name__))
@@ -322,9 +390,13 @@ def _never_raises(key: Key, fn: Callable[[], Evidence]) -> Evidence:
     try:
         ev = fn()
     except Exception as exc:  # a source broke its promise not to raise
-        return Evidence(key, Status.ERROR, f"internal error while collecting "
-                                           f"{DESCRIPTIONS[key]}: {type(exc).__name__}: {exc}")
+        return Evidence(
+            key,
+            Status.ERROR,
+            f"internal error while collecting {DESCRIPTIONS[key]}: {type(exc).__name__}: {exc}",
+        )
     if not isinstance(ev, Evidence):
-        return Evidence(key, Status.ERROR, f"internal error: the source answered "
-                                           f"{type(ev).__name__}")
+        return Evidence(
+            key, Status.ERROR, f"internal error: the source answered {type(ev).__name__}"
+        )
     return ev

@@ -22,8 +22,13 @@ from gputriage.errors import GputriageError
 from gputriage.evidence.bundle import META_FILE
 from gputriage.evidence.model import BUNDLE_FILES, Evidence, EvidenceSet, Key
 
-_SUFFIX = {"json": ".json", "yaml": ".yaml", "describe": ".describe.txt", "xml": ".xml",
-           "text": ".txt"}
+_SUFFIX = {
+    "json": ".json",
+    "yaml": ".yaml",
+    "describe": ".describe.txt",
+    "xml": ".xml",
+    "text": ".txt",
+}
 
 
 def check_destination(directory: Path, *, force: bool) -> None:
@@ -33,7 +38,9 @@ def check_destination(directory: Path, *, force: bool) -> None:
     if directory.is_dir() and any(directory.iterdir()) and not force:
         raise GputriageError(
             f"{directory} is not empty. Choose a new directory, or pass --force to replace the "
-            "bundle files in it (other files are left alone).", title="bundle exists")
+            "bundle files in it (other files are left alone).",
+            title="bundle exists",
+        )
 
 
 def bundle_name(evidence: Evidence) -> str:
@@ -43,8 +50,13 @@ def bundle_name(evidence: Evidence) -> str:
     return next((n for n in names if suffix and n.endswith(suffix)), names[0])
 
 
-def write_bundle(evidence: EvidenceSet, directory: str | os.PathLike[str], *,
-                 force: bool = False, meta: Mapping[str, Any] | None = None) -> list[Path]:
+def write_bundle(
+    evidence: EvidenceSet,
+    directory: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    meta: Mapping[str, Any] | None = None,
+) -> list[Path]:
     """Write ``evidence`` under ``directory``; returns the files written (meta.json last)."""
     root = Path(directory)
     check_destination(root, force=force)
@@ -65,16 +77,25 @@ def write_bundle(evidence: EvidenceSet, directory: str | os.PathLike[str], *,
             written.append(_atomic_write(root / name, text.encode("utf-8")))
         elif name:
             written.append(_atomic_write(root / name, ev.raw.encode("utf-8")))
-        sources[key.value] = {"status": ev.status.value, "detail": ev.detail,
-                              "source": ev.source, "elapsed_s": ev.elapsed_s,
-                              "file": name or None, "complete": ev.complete}
+        sources[key.value] = {
+            "status": ev.status.value,
+            "detail": ev.detail,
+            "source": ev.source,
+            "elapsed_s": ev.elapsed_s,
+            "file": name or None,
+            "complete": ev.complete,
+        }
     document = {
-        "tool": "gputriage", "version": __version__,
+        "tool": "gputriage",
+        "version": __version__,
         "collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "target": _target(evidence), **(meta or {}), "sources": sources,
+        "target": _target(evidence),
+        **(meta or {}),
+        "sources": sources,
     }
-    written.append(_atomic_write(root / META_FILE,
-                                 (json.dumps(document, indent=2) + "\n").encode()))
+    written.append(
+        _atomic_write(root / META_FILE, (json.dumps(document, indent=2) + "\n").encode())
+    )
     return written
 
 
@@ -82,9 +103,12 @@ def _target(evidence: EvidenceSet) -> dict[str, str]:
     pod = evidence.get_or_missing(Key.POD)
     data = pod.data if pod.ok and isinstance(pod.data, dict) else {}
     meta = data.get("metadata") or {}
-    return {"namespace": str(meta.get("namespace") or ""), "pod": str(meta.get("name") or ""),
-            "uid": str(meta.get("uid") or ""),
-            "node": str((data.get("spec") or {}).get("nodeName") or "")}
+    return {
+        "namespace": str(meta.get("namespace") or ""),
+        "pod": str(meta.get("name") or ""),
+        "uid": str(meta.get("uid") or ""),
+        "node": str((data.get("spec") or {}).get("nodeName") or ""),
+    }
 
 
 def _atomic_write(path: Path, data: bytes) -> Path:

@@ -24,10 +24,15 @@ MAX_LOGS = 16
 LOG_TAIL_LINES = 200
 LOG_LIMIT_BYTES = 64 * 1024
 #: Labels that name a pod's rank or role, by controller.
-RANK_LABELS = ("training.kubeflow.org/replica-index", "training.kubeflow.org/replica-type",
-               "training.kubeflow.org/job-role", "batch.kubernetes.io/job-completion-index",
-               "jobset.sigs.k8s.io/job-index", "leaderworkerset.sigs.k8s.io/worker-index",
-               "ray.io/node-type")
+RANK_LABELS = (
+    "training.kubeflow.org/replica-index",
+    "training.kubeflow.org/replica-type",
+    "training.kubeflow.org/job-role",
+    "batch.kubernetes.io/job-completion-index",
+    "jobset.sigs.k8s.io/job-index",
+    "leaderworkerset.sigs.k8s.io/worker-index",
+    "ray.io/node-type",
+)
 
 
 def collect_job_pods(client: KubeClient, namespace: str, selector: str) -> Evidence:
@@ -36,12 +41,13 @@ def collect_job_pods(client: KubeClient, namespace: str, selector: str) -> Evide
     reply, data = client.list_all(path, {"labelSelector": selector})
     if data is None:
         return failed(Key.JOB_PODS, reply, "the job's pods: ")
-    pods = sorted((_slim(p) for p in data.get("items") or [] if isinstance(p, dict)),
-                  key=lambda p: (p["failedAt"] or "~", p["name"]))
+    pods = sorted(
+        (_slim(p) for p in data.get("items") or [] if isinstance(p, dict)),
+        key=lambda p: (p["failedAt"] or "~", p["name"]),
+    )
     for pod in [p for p in pods if p["failedAt"]][:MAX_LOGS]:
         pod["logTail"] = _log_tail(client, namespace, pod)
-    document = {"apiVersion": "gputriage/v1", "kind": KIND, "selector": selector,
-                "items": pods}
+    document = {"apiVersion": "gputriage/v1", "kind": KIND, "selector": selector, "items": pods}
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     ev = decode(Key.JOB_PODS, text.encode(), source=shown(path, {"labelSelector": selector}))
     if not ev.ok:
@@ -53,29 +59,41 @@ def collect_job_pods(client: KubeClient, namespace: str, selector: str) -> Evide
 def _slim(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta, spec, status = (_m(pod.get(k)) for k in ("metadata", "spec", "status"))
     labels = _m(meta.get("labels"))
-    containers = [str(c.get("name")) for c in spec.get("containers") or []
-                  if isinstance(c, dict) and c.get("name")]
+    containers = [
+        str(c.get("name"))
+        for c in spec.get("containers") or []
+        if isinstance(c, dict) and c.get("name")
+    ]
     states = []
     for s in status.get("containerStatuses") or []:
         if isinstance(s, dict):
-            states.append({k: s[k] for k in ("name", "restartCount", "state", "lastState")
-                           if k in s})
-    return {"name": str(meta.get("name") or ""), "node": node_of(pod),
-            "phase": str(status.get("phase") or ""),
-            "rank": {k: str(v) for k, v in labels.items() if k in RANK_LABELS},
-            "containers": containers, "containerStatuses": states,
-            "failedAt": failed_at(pod)}
+            states.append(
+                {k: s[k] for k in ("name", "restartCount", "state", "lastState") if k in s}
+            )
+    return {
+        "name": str(meta.get("name") or ""),
+        "node": node_of(pod),
+        "phase": str(status.get("phase") or ""),
+        "rank": {k: str(v) for k, v in labels.items() if k in RANK_LABELS},
+        "containers": containers,
+        "containerStatuses": states,
+        "failedAt": failed_at(pod),
+    }
 
 
 def _log_tail(client: KubeClient, namespace: str, pod: Mapping[str, Any]) -> dict[str, Any]:
     container = _failed_container(pod) or (pod["containers"][0] if pod["containers"] else "")
-    query: dict[str, object] = {"container": container, "tailLines": LOG_TAIL_LINES,
-                                "limitBytes": LOG_LIMIT_BYTES}
+    query: dict[str, object] = {
+        "container": container,
+        "tailLines": LOG_TAIL_LINES,
+        "limitBytes": LOG_LIMIT_BYTES,
+    }
     statuses = [s for s in pod["containerStatuses"] if s.get("name") == container]
     if statuses and not _m(_m(statuses[0].get("state")).get("terminated")):
         query["previous"] = True  # restarted since: the failure is in the previous run
-    reply = client.get(f"/api/v1/namespaces/{namespace}/pods/{pod['name']}/log", query,
-                       max_bytes=LOG_LIMIT_BYTES)
+    reply = client.get(
+        f"/api/v1/namespaces/{namespace}/pods/{pod['name']}/log", query, max_bytes=LOG_LIMIT_BYTES
+    )
     entry: dict[str, Any] = {"container": container, "source": reply.shown}
     if reply.ok:
         entry["text"] = reply.body.decode("utf-8", errors="replace")

@@ -36,19 +36,30 @@ class CrdWorkload:
     pod_label: str  # pods carry pod_label=NAME
 
 
-_PYTORCH = CrdWorkload("pytorchjob", "PyTorchJob",
-                       "/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs", PYTORCHJOB_LABEL)
-_TF = CrdWorkload("tfjob", "TFJob", "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs",
-                  PYTORCHJOB_LABEL)
-_MPI = CrdWorkload("mpijob", "MPIJob", "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs",
-                   PYTORCHJOB_LABEL)
-_JOBSET = CrdWorkload("jobset", "JobSet",
-                      "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", JOBSET_LABEL)
-_LWS = CrdWorkload("lws", "LeaderWorkerSet",
-                   "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets",
-                   LWS_LABEL)
-_RAY = CrdWorkload("raycluster", "RayCluster", "/apis/ray.io/v1/namespaces/{ns}/rayclusters",
-                   RAY_LABEL)
+_PYTORCH = CrdWorkload(
+    "pytorchjob",
+    "PyTorchJob",
+    "/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs",
+    PYTORCHJOB_LABEL,
+)
+_TF = CrdWorkload(
+    "tfjob", "TFJob", "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs", PYTORCHJOB_LABEL
+)
+_MPI = CrdWorkload(
+    "mpijob", "MPIJob", "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs", PYTORCHJOB_LABEL
+)
+_JOBSET = CrdWorkload(
+    "jobset", "JobSet", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", JOBSET_LABEL
+)
+_LWS = CrdWorkload(
+    "lws",
+    "LeaderWorkerSet",
+    "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets",
+    LWS_LABEL,
+)
+_RAY = CrdWorkload(
+    "raycluster", "RayCluster", "/apis/ray.io/v1/namespaces/{ns}/rayclusters", RAY_LABEL
+)
 
 #: Every spelling accepted for them (kubectl's plural, singular and short names).
 CRD_WORKLOADS: dict[str, CrdWorkload] = {
@@ -76,14 +87,18 @@ def failed_at(pod: Mapping[str, Any]) -> str:
                 continue
             for state in (s.get("state"), s.get("lastState")):
                 term = state.get("terminated") if isinstance(state, dict) else None
-                if isinstance(term, dict) and term.get("exitCode") not in (0, None) \
-                        and term.get("finishedAt"):
+                if (
+                    isinstance(term, dict)
+                    and term.get("exitCode") not in (0, None)
+                    and term.get("finishedAt")
+                ):
                     times.append(str(term["finishedAt"]))
     return min(times) if times else ""
 
 
-def first_failure_order(pod: Mapping[str, Any], state_rank: int, name: str
-                        ) -> tuple[int, str, int, str]:
+def first_failure_order(
+    pod: Mapping[str, Any], state_rank: int, name: str
+) -> tuple[int, str, int, str]:
     """Sort key: pods with a failure time first (earliest first), then by worst state."""
     when = failed_at(pod)
     return (0 if when else 1, when, state_rank, name)

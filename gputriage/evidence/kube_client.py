@@ -73,7 +73,8 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Ku
             "cluster: `gputriage demo` shows the built-in scenarios, and `gputriage POD --from "
             "DIR` replays an evidence bundle (one `gputriage collect` wrote, or files pasted "
             "by hand).",
-            title="no kubeconfig")
+            title="no kubeconfig",
+        )
     from gputriage.evidence.kube_lean import lean_config
 
     lean = lean_config(existing, context)
@@ -87,8 +88,9 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Ku
         try:
             contexts, current = kube_config.list_kube_config_contexts(config_file=joined)
         except Exception as exc:  # the client raises ConfigException, yaml and OS errors
-            raise GputriageError(f"cannot read kubeconfig {joined}: {exc}",
-                                 title="bad kubeconfig") from exc
+            raise GputriageError(
+                f"cannot read kubeconfig {joined}: {exc}", title="bad kubeconfig"
+            ) from exc
         names = [str(c.get("name")) for c in contexts or []]
         chosen = context or _current_context(existing) or str((current or {}).get("name") or "")
         if not chosen or chosen not in names:
@@ -96,11 +98,13 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Ku
         ctx = next(c for c in contexts if c.get("name") == chosen)
         cfg = Configuration()
         try:
-            kube_config.load_kube_config(config_file=joined, context=chosen,
-                                         client_configuration=cfg, persist_config=False)
+            kube_config.load_kube_config(
+                config_file=joined, context=chosen, client_configuration=cfg, persist_config=False
+            )
         except Exception as exc:
-            raise GputriageError(f"cannot use context {chosen!r} of {joined}: {exc}",
-                                 title="bad kubeconfig") from exc
+            raise GputriageError(
+                f"cannot use context {chosen!r} of {joined}: {exc}", title="bad kubeconfig"
+            ) from exc
     _tune(cfg)
     namespace = str((ctx.get("context") or {}).get("namespace") or "")
     return KubeConfig(chosen, namespace, str(cfg.host), cfg, tuple(notes))
@@ -126,12 +130,13 @@ def _context_problem(chosen: str, names: list[str], where: str) -> str:
     import difflib
 
     if not chosen:
-        return (f"{where} has no current-context; pass --context NAME "
-                f"(available: {', '.join(names) or 'none'})")
+        return (
+            f"{where} has no current-context; pass --context NAME "
+            f"(available: {', '.join(names) or 'none'})"
+        )
     close = difflib.get_close_matches(chosen, names, n=3)
     hint = f" Did you mean {' or '.join(close)}?" if close else ""
-    return (f"context {chosen!r} is not in {where} (available: "
-            f"{', '.join(names) or 'none'}).{hint}")
+    return f"context {chosen!r} is not in {where} (available: {', '.join(names) or 'none'}).{hint}"
 
 
 def _in_cluster_config() -> KubeConfig:
@@ -145,8 +150,9 @@ def _in_cluster_config() -> KubeConfig:
             cert_filename=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"),
         ).load_and_set(cfg)
     except Exception as exc:
-        raise GputriageError(f"running in a pod, but its service account is unusable: {exc}",
-                             title="no kubeconfig") from exc
+        raise GputriageError(
+            f"running in a pod, but its service account is unusable: {exc}", title="no kubeconfig"
+        ) from exc
     _tune(cfg)
     try:
         with open(os.path.join(SERVICE_ACCOUNT_DIR, "namespace")) as fh:
@@ -216,8 +222,14 @@ class KubeClient:
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
 
-    def get(self, path: str, query: Mapping[str, object] | None = None, *, max_bytes: int = 0,
-            timeout: float = 0.0) -> Reply:
+    def get(
+        self,
+        path: str,
+        query: Mapping[str, object] | None = None,
+        *,
+        max_bytes: int = 0,
+        timeout: float = 0.0,
+    ) -> Reply:
         """GET ``path``; read at most ``max_bytes`` of the body when given (the rest is cut,
         ``truncated``), else at most :data:`MAX_RESPONSE_BYTES` (over it: an error). The whole
         answer, body included, must arrive within ``timeout``; :meth:`close` ends it early."""
@@ -260,16 +272,28 @@ class KubeClient:
         if problem:
             response.close()
             if problem == "timeout":
-                return Reply(0, b"", words, f"the reply did not finish within {budget:g} s "
-                             f"({size:,} bytes read)", True, timeout_s=budget)
+                return Reply(
+                    0,
+                    b"",
+                    words,
+                    f"the reply did not finish within {budget:g} s ({size:,} bytes read)",
+                    True,
+                    timeout_s=budget,
+                )
             return Reply(0, b"", words, problem, timeout_s=budget)
         truncated = len(data) > cap
         if truncated:
             response.close()  # do not drain a huge body just to reuse the connection
             data = data[:cap]
             if not max_bytes:
-                return Reply(0, b"", words, f"the reply is larger than {cap >> 20} MiB: not read "
-                             "further", truncated=True, timeout_s=budget)
+                return Reply(
+                    0,
+                    b"",
+                    words,
+                    f"the reply is larger than {cap >> 20} MiB: not read further",
+                    truncated=True,
+                    timeout_s=budget,
+                )
         else:
             response.release_conn()
         return Reply(int(response.status), data, words, truncated=truncated, timeout_s=budget)
@@ -280,11 +304,15 @@ class KubeClient:
             return self._lean.get(path, params, budget)
         with self._auth_lock:
             method, url, headers, body, post = self._api.param_serialize(
-                "GET", quote(path), query_params=params,
+                "GET",
+                quote(path),
+                query_params=params,
                 header_params={"Accept": "application/json, */*"},
-                auth_settings=["BearerToken"])
-        return self._api.call_api(method, url, headers, body, post,
-                                  _request_timeout=budget).response
+                auth_settings=["BearerToken"],
+            )
+        return self._api.call_api(
+            method, url, headers, body, post, _request_timeout=budget
+        ).response
 
     @contextlib.contextmanager
     def _track(self, response: Any) -> Iterator[None]:
@@ -296,8 +324,9 @@ class KubeClient:
             with self._inflight_lock:
                 self._inflight.discard(response)
 
-    def watch(self, path: str, query: Mapping[str, object], *, seconds: int
-              ) -> Iterator[dict[str, Any]]:
+    def watch(
+        self, path: str, query: Mapping[str, object], *, seconds: int
+    ) -> Iterator[dict[str, Any]]:
         """``GET path?watch=true``: each watch event (``{"type", "object"}``) as it arrives,
         until the server ends the watch after ``seconds``. Raises OSError-like errors of the
         HTTP stack to the caller (``gputriage.evidence.watch`` retries)."""
@@ -313,11 +342,20 @@ class KubeClient:
         else:
             with self._auth_lock:
                 method, url, headers, body, post = self._api.param_serialize(
-                    "GET", quote(path), query_params=params,
-                    header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
-            response = self._api.call_api(method, url, headers, body, post,
-                                          _request_timeout=(self.timeout, seconds + self.timeout)
-                                          ).response
+                    "GET",
+                    quote(path),
+                    query_params=params,
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                )
+            response = self._api.call_api(
+                method,
+                url,
+                headers,
+                body,
+                post,
+                _request_timeout=(self.timeout, seconds + self.timeout),
+            ).response
             chunks = response.stream(None)
         try:
             buffer = b""
@@ -332,9 +370,14 @@ class KubeClient:
         finally:
             response.release_conn()
 
-    def list_all(self, path: str, query: Mapping[str, object] | None = None, *,
-                 page_size: int = PAGE_SIZE, keep: Callable[[Any], Any] | None = None
-                 ) -> tuple[Reply, dict[str, Any] | None]:
+    def list_all(
+        self,
+        path: str,
+        query: Mapping[str, object] | None = None,
+        *,
+        page_size: int = PAGE_SIZE,
+        keep: Callable[[Any], Any] | None = None,
+    ) -> tuple[Reply, dict[str, Any] | None]:
         """Every item of a list, page by page. Returns the last reply, and the merged list
         (None when a page failed).
 
@@ -354,14 +397,19 @@ class KubeClient:
             left = deadline - time.monotonic()
             stop = ""
             if pages >= self.max_pages:
-                stop = (f"the list did not end after {pages:,} pages of {page_size} (the API "
-                        "server keeps answering with a continue token): not read further")
+                stop = (
+                    f"the list did not end after {pages:,} pages of {page_size} (the API "
+                    "server keeps answering with a continue token): not read further"
+                )
             elif total > self.max_list_bytes:
-                stop = (f"the list is larger than {self.max_list_bytes >> 20} MiB after "
-                        f"{pages:,} pages: not read further")
+                stop = (
+                    f"the list is larger than {self.max_list_bytes >> 20} MiB after "
+                    f"{pages:,} pages: not read further"
+                )
             elif left <= 0:
-                return Reply(0, b"", shown(path, query), timed_out=True,
-                             timeout_s=self.list_deadline), None
+                return Reply(
+                    0, b"", shown(path, query), timed_out=True, timeout_s=self.list_deadline
+                ), None
             if stop:
                 return Reply(0, b"", shown(path, query), stop, truncated=True), None
             reply = self.get(path, page, timeout=min(self.timeout, left))
@@ -374,8 +422,11 @@ class KubeClient:
             data = reply.json() if reply.ok else None
             if not isinstance(data, dict) or not isinstance(data.get("items", []), list):
                 if reply.ok:
-                    reply = replace(reply, status=502, body=b"the API answered with something "
-                                                            b"that is not a list")
+                    reply = replace(
+                        reply,
+                        status=502,
+                        body=b"the API answered with something that is not a list",
+                    )
                 return replace(reply, shown=shown(path, query)), None
             page_items = data.get("items") or []
             if keep is not None:
@@ -385,9 +436,13 @@ class KubeClient:
             token = str((data.get("metadata") or {}).get("continue") or "")
             if not token:
                 break
-        merged = {**merged, "items": items,
-                  "metadata": {"resourceVersion": (merged.get("metadata") or {}).get(
-                      "resourceVersion", "")}}
+        merged = {
+            **merged,
+            "items": items,
+            "metadata": {
+                "resourceVersion": (merged.get("metadata") or {}).get("resourceVersion", "")
+            },
+        }
         return replace(reply, shown=shown(path, query)), merged
 
     def close(self) -> None:

@@ -19,7 +19,8 @@ RBAC_HINT = "add it to the ClusterRole, see deploy/rbac.yaml"
 
 _FORBIDDEN = re.compile(
     r'cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
-    r'(?: in the namespace "(?P<namespace>[^"]*)")?')
+    r'(?: in the namespace "(?P<namespace>[^"]*)")?'
+)
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,7 @@ class Access:
         what = f"`{self.verb}` on `{self.resource}`"
         if self.group:
             what += f" (API group {self.group})"
-        return what + (f" in namespace {self.namespace}" if self.namespace else
-                       " (cluster-wide)")
+        return what + (f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)")
 
 
 def access_of(path: str) -> Access:
@@ -102,8 +102,9 @@ def forbidden_access(reply: Reply) -> Access:
 def failure_status(reply: Reply) -> tuple[Status, str]:
     """Status and words for a reply that is not 2xx."""
     if reply.timed_out:
-        return Status.TIMEOUT, (f"the API server did not answer within {reply.timeout_s:g} s "
-                                f"({reply.shown})")
+        return Status.TIMEOUT, (
+            f"the API server did not answer within {reply.timeout_s:g} s ({reply.shown})"
+        )
     if reply.status == 0 and reply.truncated:  # a reply or a list over its bounds
         return Status.ERROR, f"{reply.error} ({reply.shown})"
     if reply.status == 0:
@@ -112,7 +113,8 @@ def failure_status(reply: Reply) -> tuple[Status, str]:
         return Status.FORBIDDEN, (
             "the API server refused our credentials (401 Unauthorized): the token may have "
             "expired or the kubeconfig user is wrong; log in again (e.g. refresh the cloud "
-            f"credentials) and retry ({reply.shown})")
+            f"credentials) and retry ({reply.shown})"
+        )
     if reply.status == 403:
         access = forbidden_access(reply)
         hint = RBAC_HINT
@@ -141,13 +143,17 @@ def describe_exception(exc: BaseException) -> tuple[str, bool]:
         nxt = getattr(cur, "reason", None)
         cur = nxt if isinstance(nxt, BaseException) else cur.__cause__ or cur.__context__
     names = {type(e).__name__ for e in seen}
-    timed_out = bool(names & {"ReadTimeoutError", "ConnectTimeoutError", "TimeoutError",
-                              "timeout", "SocketTimeout"})
+    timed_out = bool(
+        names
+        & {"ReadTimeoutError", "ConnectTimeoutError", "TimeoutError", "timeout", "SocketTimeout"}
+    )
     root = seen[-1]
     text = str(root) or type(root).__name__
     if "CERTIFICATE_VERIFY_FAILED" in " ".join(str(e) for e in seen):
-        text = ("TLS certificate verification failed: the kubeconfig's certificate-authority "
-                "does not match the server")
+        text = (
+            "TLS certificate verification failed: the kubeconfig's certificate-authority "
+            "does not match the server"
+        )
     elif "Connection refused" in text or "ConnectionRefusedError" in names:
         text = "connection refused"
     elif "Name or service not known" in text or "NameResolutionError" in names:

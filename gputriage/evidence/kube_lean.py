@@ -35,14 +35,30 @@ if TYPE_CHECKING:
 
 #: Keys of a kubeconfig ``user`` the lean path understands; any other sends it to the
 #: official client (exec, auth-provider, username/password, as, as-groups...).
-USER_KEYS = frozenset({"token", "tokenFile", "client-certificate", "client-certificate-data",
-                       "client-key", "client-key-data", "extensions"})
+USER_KEYS = frozenset(
+    {
+        "token",
+        "tokenFile",
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+        "extensions",
+    }
+)
 #: Keys of a kubeconfig ``cluster`` the lean path understands (not proxy-url, tls-server-name).
-CLUSTER_KEYS = frozenset({"server", "certificate-authority", "certificate-authority-data",
-                          "insecure-skip-tls-verify", "extensions", "disable-compression"})
+CLUSTER_KEYS = frozenset(
+    {
+        "server",
+        "certificate-authority",
+        "certificate-authority-data",
+        "insecure-skip-tls-verify",
+        "extensions",
+        "disable-compression",
+    }
+)
 #: A proxy in the environment is honoured by the official client: leave it to it.
-PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
-             "all_proxy")
+PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 #: Idle keep-alive connections kept per client (the broker runs ~20 GETs at once).
 POOL_SIZE = 32
 
@@ -69,8 +85,9 @@ def lean_config(paths: Sequence[str], context: str | None) -> KubeConfig | None:
     docs = [_read(p) for p in paths]
     if any(d is None for d in docs):
         return None
-    chosen = context or next((str(d.get("current-context")) for d in docs
-                              if d and d.get("current-context")), "")
+    chosen = context or next(
+        (str(d.get("current-context")) for d in docs if d and d.get("current-context")), ""
+    )
     ctx_entry = _first(docs, paths, "contexts", chosen)
     if not chosen or ctx_entry is None:
         return None  # the official loader words the problem (close names, available ones)
@@ -99,8 +116,9 @@ def _read(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else ({} if data is None else None)
 
 
-def _first(docs: Sequence[dict[str, Any] | None], paths: Sequence[str], section: str,
-           name: str) -> tuple[dict[str, Any], str] | None:
+def _first(
+    docs: Sequence[dict[str, Any] | None], paths: Sequence[str], section: str, name: str
+) -> tuple[dict[str, Any], str] | None:
     """The first entry named ``name`` across the files (kubectl: the first file wins), with
     the folder its relative paths are relative to."""
     body = section[:-1]  # "contexts" -> "context"
@@ -114,8 +132,9 @@ def _first(docs: Sequence[dict[str, Any] | None], paths: Sequence[str], section:
     return None
 
 
-def _auth(cluster_entry: tuple[dict[str, Any], str],
-          user_entry: tuple[dict[str, Any], str]) -> LeanAuth | None:
+def _auth(
+    cluster_entry: tuple[dict[str, Any], str], user_entry: tuple[dict[str, Any], str]
+) -> LeanAuth | None:
     cluster, cluster_dir = cluster_entry
     user, user_dir = user_entry
     if set(cluster) - CLUSTER_KEYS or set(user) - USER_KEYS:
@@ -161,8 +180,12 @@ class LeanResponse:
     ``read1``, ``connection`` (its ``sock`` can be shut down to wake a blocked reader),
     ``release_conn`` (the connection goes back to the pool) and ``close`` (it does not)."""
 
-    def __init__(self, transport: LeanTransport, conn: http.client.HTTPSConnection,
-                 response: http.client.HTTPResponse) -> None:
+    def __init__(
+        self,
+        transport: LeanTransport,
+        conn: http.client.HTTPSConnection,
+        response: http.client.HTTPResponse,
+    ) -> None:
         self._transport = transport
         self._conn = conn
         self._response = response
@@ -234,16 +257,20 @@ class LeanTransport:
         conn, reused = self._take(timeout)
         try:
             return self._send(conn, target, timeout)
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
-                http.client.CannotSendRequest, http.client.BadStatusLine):
+        except (
+            http.client.RemoteDisconnected,
+            ConnectionResetError,
+            BrokenPipeError,
+            http.client.CannotSendRequest,
+            http.client.BadStatusLine,
+        ):
             conn.close()
             if not reused:
                 raise
         # The server closed an idle keep-alive connection: once more on a new one.
         return self._send(self._new(timeout), target, timeout)
 
-    def _send(self, conn: http.client.HTTPSConnection, target: str,
-              timeout: float) -> LeanResponse:
+    def _send(self, conn: http.client.HTTPSConnection, target: str, timeout: float) -> LeanResponse:
         try:
             if conn.sock is not None:
                 conn.sock.settimeout(timeout)
@@ -260,8 +287,9 @@ class LeanTransport:
         return self._new(timeout), False
 
     def _new(self, timeout: float) -> http.client.HTTPSConnection:
-        return http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
-                                           context=self._context)
+        return http.client.HTTPSConnection(
+            self.host, self.port, timeout=timeout, context=self._context
+        )
 
     def release(self, conn: http.client.HTTPSConnection) -> None:
         with self._lock:

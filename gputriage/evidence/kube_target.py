@@ -52,11 +52,21 @@ WORKLOADS: dict[str, Workload] = {
 POD_KINDS = frozenset({"po", "pod", "pods"})
 
 #: Waiting reasons that mean a container is failing, not just starting.
-FAILING_WAITING = frozenset({
-    "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerError",
-    "CreateContainerConfigError", "RunContainerError", "InvalidImageName", "StartError",
-    "ContainerCannotRun", "PreCreateHookError", "PostStartHookError",
-})
+FAILING_WAITING = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "CreateContainerError",
+        "CreateContainerConfigError",
+        "RunContainerError",
+        "InvalidImageName",
+        "StartError",
+        "ContainerCannotRun",
+        "PreCreateHookError",
+        "PostStartHookError",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -79,21 +89,27 @@ def resolve_target(client: KubeClient, namespace: str, ref: str) -> ResolvedTarg
     if not sep:
         return _resolve_pod(client, namespace, ref)
     if not name:
-        raise GputriageError(f"{ref!r} names no object: use KIND/NAME, e.g. deploy/llm-serve",
-                             title="bad target")
+        raise GputriageError(
+            f"{ref!r} names no object: use KIND/NAME, e.g. deploy/llm-serve", title="bad target"
+        )
     if kind.lower() in POD_KINDS:
         return _resolve_pod(client, namespace, name)
     workload = WORKLOADS.get(kind.lower())
     if workload is None:
         crd = CRD_WORKLOADS.get(kind.lower())  # issue 13: distributed jobs
         if crd is not None:
-            return _resolve_workload(client, namespace,
-                                     Workload(crd.alias, crd.kind, crd.path), name,
-                                     pod_label=crd.pod_label)
+            return _resolve_workload(
+                client,
+                namespace,
+                Workload(crd.alias, crd.kind, crd.path),
+                name,
+                pod_label=crd.pod_label,
+            )
         raise GputriageError(
             f"gputriage cannot triage a {kind!r}: give a pod name or deploy/, sts/, job/, rs/, "
             "ds/, pytorchjob/, mpijob/, tfjob/, jobset/, lws/ or raycluster/NAME",
-            title="bad target")
+            title="bad target",
+        )
     return _resolve_workload(client, namespace, workload, name)
 
 
@@ -102,8 +118,10 @@ def _resolve_pod(client: KubeClient, namespace: str, name: str) -> ResolvedTarge
     if pod.ok:
         return ResolvedTarget(namespace, name, pod)
     if reply.ok:
-        raise GputriageError(f"the API answered {reply.shown} with something that is not a "
-                             f"pod: {pod.detail}", title="API server error")
+        raise GputriageError(
+            f"the API answered {reply.shown} with something that is not a pod: {pod.detail}",
+            title="API server error",
+        )
     if reply.status == 404:
         raise GputriageError(_pod_not_found(client, namespace, name), title="pod not found")
     raise cannot_read(client, f"pod {namespace}/{name}", reply)
@@ -112,22 +130,31 @@ def _resolve_pod(client: KubeClient, namespace: str, name: str) -> ResolvedTarge
 def cannot_read(client: KubeClient, what: str, reply: Reply) -> GputriageError:
     """The error for an API answer that stops the triage before it starts."""
     status, detail = failure_status(reply)
-    title = {Status.FORBIDDEN: "permission denied", Status.TIMEOUT: "API server timeout",
-             Status.UNAVAILABLE: "not found"}.get(status, "API server error")
+    title = {
+        Status.FORBIDDEN: "permission denied",
+        Status.TIMEOUT: "API server timeout",
+        Status.UNAVAILABLE: "not found",
+    }.get(status, "API server error")
     message = f"cannot read {what}: {detail}"
     if reply.status == 401 and client.config.notes:
         message += f"\n  the credential plugin reported: {'; '.join(client.config.notes)}"
     return GputriageError(message, title=title)
 
 
-def _names(client: KubeClient, path: str, query: Mapping[str, object] | None = None
-           ) -> list[tuple[str, str]]:
+def _names(
+    client: KubeClient, path: str, query: Mapping[str, object] | None = None
+) -> list[tuple[str, str]]:
     """(namespace, name) of a list; empty when it cannot be read (hints are best effort)."""
     _, data = client.list_all(path, query)
     items = (data or {}).get("items") or []
-    return [(str((i.get("metadata") or {}).get("namespace") or ""),
-             str((i.get("metadata") or {}).get("name") or "")) for i in items
-            if isinstance(i, dict)]
+    return [
+        (
+            str((i.get("metadata") or {}).get("namespace") or ""),
+            str((i.get("metadata") or {}).get("name") or ""),
+        )
+        for i in items
+        if isinstance(i, dict)
+    ]
 
 
 def _close(name: str, candidates: list[str]) -> list[str]:
@@ -145,14 +172,18 @@ def _pod_not_found(client: KubeClient, namespace: str, name: str) -> str:
     for workload in (_DEPLOY, _STS, _JOB, _DS):
         path = workload.path.format(ns=namespace)
         if client.get(f"{path}/{name}").ok:
-            lines.append(f"{name} is a {workload.kind}: gputriage {workload.alias}/{name} "
-                         f"-n {namespace}")
-    elsewhere = sorted({ns for ns, _ in _names(client, "/api/v1/pods",
-                                               {"fieldSelector": f"metadata.name={name}"})
-                        if ns != namespace})
+            lines.append(
+                f"{name} is a {workload.kind}: gputriage {workload.alias}/{name} -n {namespace}"
+            )
+    elsewhere = sorted(
+        {
+            ns
+            for ns, _ in _names(client, "/api/v1/pods", {"fieldSelector": f"metadata.name={name}"})
+            if ns != namespace
+        }
+    )
     for ns in elsewhere:
-        lines.append(f'a pod named "{name}" exists in namespace "{ns}": gputriage {name} '
-                     f"-n {ns}")
+        lines.append(f'a pod named "{name}" exists in namespace "{ns}": gputriage {name} -n {ns}')
     return "\n  ".join(lines)
 
 
@@ -164,13 +195,20 @@ def label_selector(selector: Any) -> str:
     for expr in selector.get("matchExpressions") or []:
         key, op = expr.get("key"), expr.get("operator")
         values = ",".join(expr.get("values") or [])
-        parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})",
-                      "Exists": f"{key}", "DoesNotExist": f"!{key}"}.get(op, ""))
+        parts.append(
+            {
+                "In": f"{key} in ({values})",
+                "NotIn": f"{key} notin ({values})",
+                "Exists": f"{key}",
+                "DoesNotExist": f"!{key}",
+            }.get(op, "")
+        )
     return ",".join(p for p in parts if p)
 
 
-def _resolve_workload(client: KubeClient, namespace: str, workload: Workload,
-                      name: str, *, pod_label: str = "") -> ResolvedTarget:
+def _resolve_workload(
+    client: KubeClient, namespace: str, workload: Workload, name: str, *, pod_label: str = ""
+) -> ResolvedTarget:
     path = workload.path.format(ns=namespace)
     what = f"{workload.kind.lower()} {name!r}"
     reply = client.get(f"{path}/{name}")
@@ -185,37 +223,61 @@ def _resolve_workload(client: KubeClient, namespace: str, workload: Workload,
         raise cannot_read(client, f"{workload.kind} {namespace}/{name}", reply)
     obj = reply.json()
     spec = obj.get("spec") if isinstance(obj, dict) else None
-    selector = (f"{pod_label}={name}" if pod_label else
-                label_selector(spec.get("selector") if isinstance(spec, dict) else None))
+    selector = (
+        f"{pod_label}={name}"
+        if pod_label
+        else label_selector(spec.get("selector") if isinstance(spec, dict) else None)
+    )
     if not selector:
-        raise GputriageError(f"{what} has no pod selector, so its pods cannot be found",
-                             title="no pods")
-    listing, data = client.list_all(f"/api/v1/namespaces/{namespace}/pods",
-                                    {"labelSelector": selector})
+        raise GputriageError(
+            f"{what} has no pod selector, so its pods cannot be found", title="no pods"
+        )
+    listing, data = client.list_all(
+        f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector}
+    )
     if data is None:
         raise cannot_read(client, f"the pods of {workload.kind} {namespace}/{name}", listing)
-    pods = [p for p in data.get("items") or []
-            if isinstance(p, dict) and isinstance(p.get("metadata"), dict)
-            and p["metadata"].get("name")]
+    pods = [
+        p
+        for p in data.get("items") or []
+        if isinstance(p, dict) and isinstance(p.get("metadata"), dict) and p["metadata"].get("name")
+    ]
     if not pods:
-        raise GputriageError(_no_pods(client, namespace, workload, name,
-                                      obj if isinstance(obj, dict) else {}), title="no pods")
-    ranked = sorted(((pod_state(p), str(p["metadata"]["name"])) for p in pods),
-                    key=lambda t: (t[0][0], t[1]))
+        raise GputriageError(
+            _no_pods(client, namespace, workload, name, obj if isinstance(obj, dict) else {}),
+            title="no pods",
+        )
+    ranked = sorted(
+        ((pod_state(p), str(p["metadata"]["name"])) for p in pods), key=lambda t: (t[0][0], t[1])
+    )
     chosen = ranked[0][1]
     why = "the one in the worst state"
     if workload.kind in JOB_KINDS:  # issue 13: the rank that failed first, not the loudest
         by_name = {str(p["metadata"]["name"]): p for p in pods}
-        first = min(pods, key=lambda p: first_failure_order(
-            p, pod_state(p)[0], str(p["metadata"]["name"])))
+        first = min(
+            pods, key=lambda p: first_failure_order(p, pod_state(p)[0], str(p["metadata"]["name"]))
+        )
         if failed_at(first):
             chosen = str(first["metadata"]["name"])
             ranked.sort(key=lambda t: first_failure_order(by_name[t[1]], t[0][0], t[1]))
-            ranked = [((rank, f"{words}, failed at {failed_at(by_name[n])}"
-                        if failed_at(by_name[n]) else words), n) for (rank, words), n in ranked]
+            ranked = [
+                (
+                    (
+                        rank,
+                        f"{words}, failed at {failed_at(by_name[n])}"
+                        if failed_at(by_name[n])
+                        else words,
+                    ),
+                    n,
+                )
+                for (rank, words), n in ranked
+            ]
             node = node_of(first)
-            why = (f"the first to fail ({failed_at(first)}" + (f", on {node}" if node else "")
-                   + "); the others may only have timed out waiting for it")
+            why = (
+                f"the first to fail ({failed_at(first)}"
+                + (f", on {node}" if node else "")
+                + "); the others may only have timed out waiting for it"
+            )
     ref = f"{workload.alias}/{name}"
     notice = ""
     if len(ranked) > 1:
@@ -225,8 +287,14 @@ def _resolve_workload(client: KubeClient, namespace: str, workload: Workload,
     pod_reply, pod = fetch_pod(client, namespace, chosen)
     if not pod.ok:
         raise cannot_read(client, f"pod {namespace}/{chosen}", pod_reply)
-    return ResolvedTarget(namespace, chosen, pod, ref, notice,
-                          job_selector=selector if workload.kind in JOB_KINDS else "")
+    return ResolvedTarget(
+        namespace,
+        chosen,
+        pod,
+        ref,
+        notice,
+        job_selector=selector if workload.kind in JOB_KINDS else "",
+    )
 
 
 def pod_state(pod: Mapping[str, Any]) -> tuple[int, str]:
@@ -234,8 +302,9 @@ def pod_state(pod: Mapping[str, Any]) -> tuple[int, str]:
     but restarting or not ready, 3 running, 4 succeeded."""
     status = pod.get("status") or {}
     phase = str(status.get("phase") or "Unknown")
-    statuses = [(s, "Init:") for s in status.get("initContainerStatuses") or []] + \
-               [(s, "") for s in status.get("containerStatuses") or []]
+    statuses = [(s, "Init:") for s in status.get("initContainerStatuses") or []] + [
+        (s, "") for s in status.get("containerStatuses") or []
+    ]
     for s, prefix in statuses:
         reason = ((s.get("state") or {}).get("waiting") or {}).get("reason")
         if reason in FAILING_WAITING:
@@ -246,8 +315,7 @@ def pod_state(pod: Mapping[str, Any]) -> tuple[int, str]:
         for cond in status.get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
                 return 1, f"{phase}, {cond.get('reason') or 'not scheduled'}"
-        reasons = [((s.get("state") or {}).get("waiting") or {}).get("reason")
-                   for s, _ in statuses]
+        reasons = [((s.get("state") or {}).get("waiting") or {}).get("reason") for s, _ in statuses]
         first = next((r for r in reasons if r), "")
         return 1, f"{phase}, {first}" if first else phase
     if phase == "Succeeded":
@@ -255,40 +323,61 @@ def pod_state(pod: Mapping[str, Any]) -> tuple[int, str]:
     running = [s for s, prefix in statuses if not prefix]
     restarts = sum(int(s.get("restartCount") or 0) for s in running)
     if restarts:
-        last = next((((s.get("lastState") or {}).get("terminated") or {}).get("reason")
-                     for s in running if (s.get("lastState") or {}).get("terminated")), "")
+        last = next(
+            (
+                ((s.get("lastState") or {}).get("terminated") or {}).get("reason")
+                for s in running
+                if (s.get("lastState") or {}).get("terminated")
+            ),
+            "",
+        )
         return 2, f"{phase}, {restarts} restarts" + (f", last {last}" if last else "")
     if not all(s.get("ready") for s in running):
         return 2, f"{phase}, not ready"
     return 3, phase
 
 
-def _no_pods(client: KubeClient, namespace: str, workload: Workload, name: str,
-             obj: Mapping[str, Any]) -> str:
+def _no_pods(
+    client: KubeClient, namespace: str, workload: Workload, name: str, obj: Mapping[str, Any]
+) -> str:
     owners = [(workload.kind, name)]
     if workload is _DEPLOY:
         uid = (obj.get("metadata") or {}).get("uid")
-        _, data = client.list_all(_RS.path.format(ns=namespace), {
-            "labelSelector": label_selector((obj.get("spec") or {}).get("selector"))})
-        sets = [rs["metadata"] for rs in (data or {}).get("items") or []
-                if isinstance(rs, dict) and isinstance(rs.get("metadata"), dict)
-                and (controller_of(rs) or {}).get("uid") == uid]
+        _, data = client.list_all(
+            _RS.path.format(ns=namespace),
+            {"labelSelector": label_selector((obj.get("spec") or {}).get("selector"))},
+        )
+        sets = [
+            rs["metadata"]
+            for rs in (data or {}).get("items") or []
+            if isinstance(rs, dict)
+            and isinstance(rs.get("metadata"), dict)
+            and (controller_of(rs) or {}).get("uid") == uid
+        ]
         sets.sort(key=lambda meta: str(meta.get("creationTimestamp") or ""), reverse=True)
         owners += [("ReplicaSet", str(meta.get("name"))) for meta in sets[:2]]
     warnings: list[tuple[str, str]] = []
     for kind, owner in owners:
-        _, data = client.list_all(f"/api/v1/namespaces/{namespace}/events", {
-            "fieldSelector": f"involvedObject.kind={kind},involvedObject.name={owner}"})
-        events = [e for e in (data or {}).get("items") or []
-                  if isinstance(e, dict) and e.get("type") == "Warning"]
-        events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
-                    reverse=True)
+        _, data = client.list_all(
+            f"/api/v1/namespaces/{namespace}/events",
+            {"fieldSelector": f"involvedObject.kind={kind},involvedObject.name={owner}"},
+        )
+        events = [
+            e
+            for e in (data or {}).get("items") or []
+            if isinstance(e, dict) and e.get("type") == "Warning"
+        ]
+        events.sort(
+            key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""), reverse=True
+        )
         for e in events:
             line = f"{kind.lower()}/{owner} {e.get('reason')}: {e.get('message')}"
             if line not in (w for _, w in warnings):
                 warnings.append((kind, line))
-    lines = [f'{workload.kind.lower()} "{name}" in namespace "{namespace}" has no pods, so '
-             "there is no pod to triage."]
+    lines = [
+        f'{workload.kind.lower()} "{name}" in namespace "{namespace}" has no pods, so '
+        "there is no pod to triage."
+    ]
     if warnings:
         lines.append("its controllers reported:")
         lines += [f"  {w}" for _, w in warnings[:3]]

@@ -30,9 +30,17 @@ if TYPE_CHECKING:
 class LiveSession:
     """A :class:`gputriage.session.Session` over the live cluster."""
 
-    def __init__(self, broker: Broker, *, context: str, description: str, notice: str = "",
-                 namespace: str = "", pod: str = "",
-                 closers: Sequence[Callable[[], None]] = ()) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        context: str,
+        description: str,
+        notice: str = "",
+        namespace: str = "",
+        pod: str = "",
+        closers: Sequence[Callable[[], None]] = (),
+    ) -> None:
         self.broker = broker
         self.context = context
         self.description = description
@@ -63,15 +71,22 @@ class LiveSession:
         except BaseException:
             client.close()
             raise
-        source = KubeSource(client, resolved.namespace, resolved.pod,
-                            pod_evidence=resolved.pod_evidence,
-                            node_overrides=node.node_addresses,
-                            since=node.since, job_selector=resolved.job_selector)
+        source = KubeSource(
+            client,
+            resolved.namespace,
+            resolved.pod,
+            pod_evidence=resolved.pod_evidence,
+            node_overrides=node.node_addresses,
+            since=node.since,
+            job_selector=resolved.job_selector,
+        )
         # Nothing connects (or imports an SSH client) here: the broker lets the node source
         # start as soon as the pod names its node.
         configured = node_source(node)
-        node_sources: list[NodeSource] = [*([configured] if configured else []),
-                                          KubeNodeLogSource(client)]
+        node_sources: list[NodeSource] = [
+            *([configured] if configured else []),
+            KubeNodeLogSource(client),
+        ]
         via = f" via {resolved.via}" if resolved.via else ""
         from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
 
@@ -82,17 +97,22 @@ class LiveSession:
 
             client.close()
             raise GputriageError(f"--prometheus: {exc}", title="bad Prometheus option") from None
-        followups = [candidate_followup(source, node_sources, node, timeout),
-                     FollowUp(Key.PROMETHEUS, (), lambda pod, _needed: prom.collect(pod),
-                              3 * timeout)]
+        followups = [
+            candidate_followup(source, node_sources, node, timeout),
+            FollowUp(Key.PROMETHEUS, (), lambda pod, _needed: prom.collect(pod), 3 * timeout),
+        ]
         # A node source connects (SSH, maybe through jump hosts) before it runs anything.
-        session = cls(Broker(source, node_sources, timeout=timeout, node_timeout=2 * timeout,
-                             followups=followups),
-                      context=config.context,
-                      description=f"context {config.context} "
-                                  f"({resolved.namespace}/{resolved.pod}{via})",
-                      notice=resolved.notice, namespace=resolved.namespace, pod=resolved.pod,
-                      closers=[*(s.close for s in node_sources), client.close])
+        session = cls(
+            Broker(
+                source, node_sources, timeout=timeout, node_timeout=2 * timeout, followups=followups
+            ),
+            context=config.context,
+            description=f"context {config.context} ({resolved.namespace}/{resolved.pod}{via})",
+            notice=resolved.notice,
+            namespace=resolved.namespace,
+            pod=resolved.pod,
+            closers=[*(s.close for s in node_sources), client.close],
+        )
         session.live = (client, source)
         return session
 
@@ -107,8 +127,9 @@ class LiveSession:
         from gputriage.evidence.watch import LiveWatch
 
         client, source = self.live
-        watch = LiveWatch(client, source, self.namespace, self.pod, on_change,
-                          pod_evidence=pod).start()
+        watch = LiveWatch(
+            client, source, self.namespace, self.pod, on_change, pod_evidence=pod
+        ).start()
         self._closers.insert(0, watch.stop)
         return watch.stop
 
@@ -151,8 +172,9 @@ class LiveSession:
 # -- hook: candidate nodes of an unscheduled pod (issue 13) ----------------------------------
 
 
-def candidate_followup(source: KubeSource, node_sources: Sequence[NodeSource],
-                       node: NodeAccess, timeout: float) -> FollowUp:
+def candidate_followup(
+    source: KubeSource, node_sources: Sequence[NodeSource], node: NodeAccess, timeout: float
+) -> FollowUp:
     """Once the pod and the node list have landed: for an unscheduled pod, node evidence from
     the candidate nodes that show trouble (at most ``--nodes``, default 3)."""
     from gputriage.evidence.candidates import collect_candidates
@@ -164,11 +186,18 @@ def candidate_followup(source: KubeSource, node_sources: Sequence[NodeSource],
 
     def collect(pod: Evidence, needed: Mapping[Key, Evidence]) -> Evidence:
         return collect_candidates(
-            pod, needed.get(Key.NODES) or Evidence.missing(Key.NODES), needed.get(Key.NODE_PODS),
-            node_sources=node_sources, plugin_log=source.device_plugin_log_on,
+            pod,
+            needed.get(Key.NODES) or Evidence.missing(Key.NODES),
+            needed.get(Key.NODE_PODS),
+            node_sources=node_sources,
+            plugin_log=source.device_plugin_log_on,
             operator=source.gpu_operator_on,
-            overrides=overrides, since=since, limit=limit, timeout=node_timeout,
-            max_bytes=source.node_max_bytes)
+            overrides=overrides,
+            since=since,
+            limit=limit,
+            timeout=node_timeout,
+            max_bytes=source.node_max_bytes,
+        )
 
     # Reading waits for the node list (one API deadline), then each candidate node key.
     deadline = 3 * timeout + (len(node_sources) + 1) * (node_timeout + 1.0) + 2.0

@@ -31,33 +31,52 @@ class NodeClusterSource:
     session's pod is "unavailable: no pod").
     """
 
-    def __init__(self, kube: KubeSource, node: str, *, node_overrides: Mapping[str, str],
-                 since: str, max_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        kube: KubeSource,
+        node: str,
+        *,
+        node_overrides: Mapping[str, str],
+        since: str,
+        max_bytes: int = 4 * 1024 * 1024,
+    ) -> None:
         self.kube = kube
         self.node = node
         self.node_overrides = dict(node_overrides)
         self.since = since
         self.max_bytes = max_bytes
-        self._anchor = Evidence(Key.POD, Status.OK, "node walk anchor", "", "node",
-                                {"metadata": {"name": f"node/{node}", "namespace": ""},
-                                 "spec": {"nodeName": node}})
+        self._anchor = Evidence(
+            Key.POD,
+            Status.OK,
+            "node walk anchor",
+            "",
+            "node",
+            {"metadata": {"name": f"node/{node}", "namespace": ""}, "spec": {"nodeName": node}},
+        )
 
     def keys(self) -> tuple[Key, ...]:
         return NODE_API_KEYS
 
     def pod(self) -> Evidence:
-        return Evidence.missing(Key.POD, f"no pod: this is the walk of node {self.node}",
-                                "node walk")
+        return Evidence.missing(
+            Key.POD, f"no pod: this is the walk of node {self.node}", "node walk"
+        )
 
     def collect(self, key: Key, pod: Evidence) -> Evidence:
         return self.kube.collect(key, self._anchor)
 
     def node_query(self, pod: Evidence, node: Evidence | None) -> NodeQuery | str:
-        obj: Mapping[str, Any] = (node.data if node is not None and node.ok
-                                  and isinstance(node.data, dict)
-                                  else {"metadata": {"name": self.node}})
-        return NodeQuery(self.node, node_address(obj, self.node_overrides), since=self.since,
-                         max_bytes=self.max_bytes)
+        obj: Mapping[str, Any] = (
+            node.data
+            if node is not None and node.ok and isinstance(node.data, dict)
+            else {"metadata": {"name": self.node}}
+        )
+        return NodeQuery(
+            self.node,
+            node_address(obj, self.node_overrides),
+            since=self.since,
+            max_bytes=self.max_bytes,
+        )
 
 
 def open_node_session(node: str, cluster: ClusterAccess, access: NodeAccess) -> LiveSession:
@@ -76,17 +95,25 @@ def open_node_session(node: str, cluster: ClusterAccess, access: NodeAccess) -> 
     except BaseException:
         client.close()
         raise
-    kube = KubeSource(client, config.namespace or DEFAULT_NAMESPACE, "",
-                      node_overrides=access.node_addresses, since=access.since)
-    api = NodeClusterSource(kube, node, node_overrides=access.node_addresses,
-                            since=access.since)
+    kube = KubeSource(
+        client,
+        config.namespace or DEFAULT_NAMESPACE,
+        "",
+        node_overrides=access.node_addresses,
+        since=access.since,
+    )
+    api = NodeClusterSource(kube, node, node_overrides=access.node_addresses, since=access.since)
     configured = node_source(access)
-    node_sources: list[NodeSource] = [*([configured] if configured else []),
-                                      KubeNodeLogSource(client)]
-    return LiveSession(Broker(api, node_sources, timeout=timeout, node_timeout=2 * timeout),
-                       context=config.context,
-                       description=f"context {config.context} (node {node})",
-                       closers=[*(s.close for s in node_sources), client.close])
+    node_sources: list[NodeSource] = [
+        *([configured] if configured else []),
+        KubeNodeLogSource(client),
+    ]
+    return LiveSession(
+        Broker(api, node_sources, timeout=timeout, node_timeout=2 * timeout),
+        context=config.context,
+        description=f"context {config.context} (node {node})",
+        closers=[*(s.close for s in node_sources), client.close],
+    )
 
 
 def _check_node(client: KubeClient, node: str) -> None:
@@ -101,9 +128,13 @@ def _check_node(client: KubeClient, node: str) -> None:
     if reply.status != 404:
         raise cannot_read(client, f"node {node}", reply)
     _, data = client.list_all("/api/v1/nodes")
-    names = [str((n.get("metadata") or {}).get("name") or "")
-             for n in (data or {}).get("items") or [] if isinstance(n, dict)]
+    names = [
+        str((n.get("metadata") or {}).get("name") or "")
+        for n in (data or {}).get("items") or []
+        if isinstance(n, dict)
+    ]
     close = difflib.get_close_matches(node, names, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise GputriageError(f'node "{node}" not found.{hint} (kubectl get nodes)',
-                         title="node not found")
+    raise GputriageError(
+        f'node "{node}" not found.{hint} (kubectl get nodes)', title="node not found"
+    )

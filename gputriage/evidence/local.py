@@ -37,8 +37,9 @@ class LocalNodeSource:
 
     name = "local"
 
-    def __init__(self, *, sudo: bool = False,
-                 nvml: Callable[[], NvmlAdapter] | None = None) -> None:
+    def __init__(
+        self, *, sudo: bool = False, nvml: Callable[[], NvmlAdapter] | None = None
+    ) -> None:
         self.sudo = sudo
         self._nvml = nvml
 
@@ -48,12 +49,22 @@ class LocalNodeSource:
         try:
             if key is Key.NVIDIA_SMI:
                 return nvml_evidence(self._nvml() if self._nvml else None, timeout=timeout)
-            evidence = collect_key(key, query, lambda cmd: run_local(cmd, deadline, self.sudo),
-                                   where="local", sudo=self.sudo,
-                                   time_left=lambda: deadline - time.monotonic())
+            evidence = collect_key(
+                key,
+                query,
+                lambda cmd: run_local(cmd, deadline, self.sudo),
+                where="local",
+                sudo=self.sudo,
+                time_left=lambda: deadline - time.monotonic(),
+            )
         except Exception as exc:  # never raise into the broker
-            evidence = Evidence(key, Status.ERROR, f"local collection failed: "
-                                f"{type(exc).__name__}: {exc}", "", "local")
+            evidence = Evidence(
+                key,
+                Status.ERROR,
+                f"local collection failed: {type(exc).__name__}: {exc}",
+                "",
+                "local",
+            )
         return replace(evidence, elapsed_s=time.monotonic() - started)
 
     def close(self) -> None:
@@ -80,9 +91,13 @@ def run_local(cmd: NodeCommand, deadline: float, sudo: bool = False) -> RawResul
             return RawResult(127, b"", MISSING_MARK.format(program=program).encode())
     try:
         proc = subprocess.Popen(
-            local_argv(cmd, sudo=sudo), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            local_argv(cmd, sudo=sudo),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if cmd.merge_stderr else subprocess.PIPE,
-            env={**os.environ, "LC_ALL": "C"}, start_new_session=True)
+            env={**os.environ, "LC_ALL": "C"},
+            start_new_session=True,
+        )
     except OSError as exc:
         return RawResult(None, b"", b"", failure=f"cannot start {program}: {exc.strerror}")
     out = _Bounded(cmd.max_bytes, newest=cmd.newest)
@@ -192,4 +207,4 @@ class _Bounded:
 
     def value(self) -> bytes:
         data = b"".join(self.chunks)
-        return data[-self.limit:] if self.newest else data
+        return data[-self.limit :] if self.newest else data

@@ -31,17 +31,32 @@ def _is_device_plugin(text: str) -> bool:
     from gputriage.parsers.device_plugin import parse_device_plugin_log
 
     log = parse_device_plugin_log(text)
-    return bool(log.registered or log.nvml_errors or log.no_devices or log.unhealthy
-                or log.registration_errors or log.starts)
+    return bool(
+        log.registered
+        or log.nvml_errors
+        or log.no_devices
+        or log.unhealthy
+        or log.registration_errors
+        or log.starts
+    )
 
 
 def _is_kubelet(text: str) -> bool:
     from gputriage.parsers.journal import parse_kubelet_journal
 
     j = parse_kubelet_journal(text)
-    return bool(j.registrations or j.endpoint_errors or j.admission_errors or j.runtime_handler
-                or j.sandbox_errors or j.container_cli_errors or j.hook_errors or j.cdi_errors
-                or j.dra_errors or j.evictions)
+    return bool(
+        j.registrations
+        or j.endpoint_errors
+        or j.admission_errors
+        or j.runtime_handler
+        or j.sandbox_errors
+        or j.container_cli_errors
+        or j.hook_errors
+        or j.cdi_errors
+        or j.dra_errors
+        or j.evictions
+    )
 
 
 def _is_nvidia_smi(text: str) -> bool:
@@ -69,8 +84,12 @@ def loose_files(root: Path) -> list[Path]:
     known = {name for names in BUNDLE_FILES.values() for name in names}
     out = []
     for path in sorted(root.iterdir()):
-        if (path.suffix in SUFFIXES and path.name not in known and not path.is_symlink()
-                and path.is_file()):
+        if (
+            path.suffix in SUFFIXES
+            and path.name not in known
+            and not path.is_symlink()
+            and path.is_file()
+        ):
             out.append(path)
     return out
 
@@ -90,9 +109,17 @@ def stand_ins(root: Path, missing: Iterable[Key]) -> list[Evidence]:
             continue
         for key, sniff in SNIFFERS:
             if key in wanted and _safe(sniff, text):
-                found.append(Evidence(key, Status.OK, f"read from {path.name} (a loose file)",
-                                      text, f"{root.name}/{path.name}", format="text",
-                                      complete=False))
+                found.append(
+                    Evidence(
+                        key,
+                        Status.OK,
+                        f"read from {path.name} (a loose file)",
+                        text,
+                        f"{root.name}/{path.name}",
+                        format="text",
+                        complete=False,
+                    )
+                )
                 wanted.discard(key)
                 break
     return found

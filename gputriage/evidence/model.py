@@ -105,7 +105,8 @@ BUNDLE_FILES: dict[Key, tuple[str, ...]] = {
 
 #: Keys whose content is a Kubernetes object or list (JSON or YAML).
 STRUCTURED_KEYS: frozenset[Key] = frozenset(
-    k for k, names in BUNDLE_FILES.items()
+    k
+    for k, names in BUNDLE_FILES.items()
     if names[0].endswith(".json") and k is not Key.PROMETHEUS  # query results, not an object
 )
 
@@ -137,11 +138,11 @@ DESCRIPTIONS: dict[Key, str] = {
     Key.PROMETHEUS: "GPU metrics history from Prometheus (DCGM exporter)",
     Key.CANDIDATES: "candidate nodes of an unscheduled pod, with their node-level evidence",
     Key.DEVICE_CHECKPOINT: "the kubelet's device-plugin checkpoint on the node "
-                           "(/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)",
+    "(/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)",
     Key.GPU_OPERATOR: "the GPU Operator on the node (component pods, validator logs, "
-                      "ClusterPolicy)",
+    "ClusterPolicy)",
     Key.JOB_PODS: "the pods of the distributed job (pytorchjob/, jobset/, job/...) and their "
-                  "failures",
+    "failures",
 }
 
 
@@ -199,8 +200,9 @@ class Evidence:
 
     @classmethod
     def missing(cls, key: Key, detail: str = "", source: str = "") -> Evidence:
-        return cls(key, Status.UNAVAILABLE, detail or f"not collected: {DESCRIPTIONS[key]}", "",
-                   source)
+        return cls(
+            key, Status.UNAVAILABLE, detail or f"not collected: {DESCRIPTIONS[key]}", "", source
+        )
 
 
 class EvidenceSet(Mapping[Key, Evidence]):

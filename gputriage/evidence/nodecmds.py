@@ -25,15 +25,39 @@ from gputriage.options import DEFAULT_SINCE
 
 #: Kernel lines worth transferring: driver, Xid/SXid, NVSwitch, bus drops, init and GSP failures.
 KERNEL_KEYWORDS: tuple[str, ...] = (
-    "NVRM", "Xid", "SXid", "nvidia", "NVIDIA", "nvswitch", "fallen off the bus", "RmInit", "GSP",
+    "NVRM",
+    "Xid",
+    "SXid",
+    "nvidia",
+    "NVIDIA",
+    "nvswitch",
+    "fallen off the bus",
+    "RmInit",
+    "GSP",
 )
 
 #: Kubelet lines about GPUs whatever the pod: device manager, plugins, runtimes, CDI, DRA.
 KUBELET_KEYWORDS: tuple[str, ...] = (
-    "nvidia", "NVIDIA", "devicemanager", "device plugin", "Device plugin", "device-plugin",
-    "deviceplugin", "UnexpectedAdmissionError", "Allocate failed", "healthy devices",
-    "unregistered device", "endpoint not found", "no runtime for", "RuntimeHandler",
-    "runtime handler", "OCI runtime", "dynamic resources", "ResourceClaim", "CDI", "Xid",
+    "nvidia",
+    "NVIDIA",
+    "devicemanager",
+    "device plugin",
+    "Device plugin",
+    "device-plugin",
+    "deviceplugin",
+    "UnexpectedAdmissionError",
+    "Allocate failed",
+    "healthy devices",
+    "unregistered device",
+    "endpoint not found",
+    "no runtime for",
+    "RuntimeHandler",
+    "runtime handler",
+    "OCI runtime",
+    "dynamic resources",
+    "ResourceClaim",
+    "CDI",
+    "Xid",
 )
 
 #: Where the GPU Operator's driver container exposes its root filesystem on the host.
@@ -53,8 +77,11 @@ _FORBIDDEN = re.compile(
     r"requires root|EPERM",
     re.I,
 )
-_SUDO_PASSWORD = re.compile(r"sudo: (a )?(terminal|password) is required|is not in the sudoers|"
-                            r"not allowed to execute", re.I)
+_SUDO_PASSWORD = re.compile(
+    r"sudo: (a )?(terminal|password) is required|is not in the sudoers|"
+    r"not allowed to execute",
+    re.I,
+)
 _NO_JOURNAL = re.compile(r"No journal files were (found|opened)", re.I)
 _SINCE_RELATIVE = re.compile(r"\d+(\.\d+)?\s*[a-zA-Z]*")
 
@@ -137,21 +164,35 @@ def commands_for(key: Key, query: NodeQuery) -> tuple[NodeCommand, ...]:
     window = f"in the window --since {since}"
     if key is Key.KUBELET_LOG:
         keep = tuple(p for p in (query.pod_uid, _pod_ref(query)) if p) + KUBELET_KEYWORDS
-        return (NodeCommand(
-            key, ("journalctl", "-u", "kubelet", "--no-pager", "--since", since,
-                  "-o", "short-iso"),
-            limit, keep,
-            kept=f"lines naming the pod or GPU device/runtime keywords {window}"),)
+        return (
+            NodeCommand(
+                key,
+                ("journalctl", "-u", "kubelet", "--no-pager", "--since", since, "-o", "short-iso"),
+                limit,
+                keep,
+                kept=f"lines naming the pod or GPU device/runtime keywords {window}",
+            ),
+        )
     if key is Key.DMESG:
         kept = "NVRM/Xid/SXid/NVSwitch/GSP lines"
         return (
-            NodeCommand(key, ("journalctl", "-k", "--no-pager", "--since", since,
-                              "-o", "short-iso"), limit, KERNEL_KEYWORDS,
-                        kept=f"{kept} {window}"),
-            NodeCommand(key, ("dmesg", "-T"), limit, KERNEL_KEYWORDS,
-                        kept=f"{kept} (dmesg has no time window)"),
-            NodeCommand(key, ("dmesg",), limit, KERNEL_KEYWORDS,
-                        kept=f"{kept} (dmesg has no time window)"),
+            NodeCommand(
+                key,
+                ("journalctl", "-k", "--no-pager", "--since", since, "-o", "short-iso"),
+                limit,
+                KERNEL_KEYWORDS,
+                kept=f"{kept} {window}",
+            ),
+            NodeCommand(
+                key,
+                ("dmesg", "-T"),
+                limit,
+                KERNEL_KEYWORDS,
+                kept=f"{kept} (dmesg has no time window)",
+            ),
+            NodeCommand(
+                key, ("dmesg",), limit, KERNEL_KEYWORDS, kept=f"{kept} (dmesg has no time window)"
+            ),
         )
     if key is Key.NVIDIA_SMI:
         return (
@@ -161,27 +202,48 @@ def commands_for(key: Key, query: NodeQuery) -> tuple[NodeCommand, ...]:
             # root, mounted on the host at /run/nvidia/driver; chroot needs root (--sudo).
             # stderr stays apart so chroot's own failure (no such directory, not root) is a
             # named unavailable/forbidden, never mistaken for nvidia-smi output.
-            NodeCommand(key, ("chroot", OPERATOR_DRIVER_ROOT, "nvidia-smi", "-q", "-x"), limit,
-                        newest=False, only_if_missing=True),
+            NodeCommand(
+                key,
+                ("chroot", OPERATOR_DRIVER_ROOT, "nvidia-smi", "-q", "-x"),
+                limit,
+                newest=False,
+                only_if_missing=True,
+            ),
         )
     if key is Key.NVIDIA_TOPO:
-        return (NodeCommand(key, ("nvidia-smi", "topo", "-m"), limit, newest=False,
-                            merge_stderr=True),)
+        return (
+            NodeCommand(key, ("nvidia-smi", "topo", "-m"), limit, newest=False, merge_stderr=True),
+        )
     if key is Key.NVLINK:
-        return (NodeCommand(key, ("nvidia-smi", "nvlink", "-s"), limit, newest=False,
-                            merge_stderr=True),)
+        return (
+            NodeCommand(
+                key, ("nvidia-smi", "nvlink", "-s"), limit, newest=False, merge_stderr=True
+            ),
+        )
     if key is Key.DEVICE_CHECKPOINT:
         return (NodeCommand(key, ("cat", DEVICE_CHECKPOINT_PATH), limit, newest=False),)
     if key is Key.LSMOD:
         return (NodeCommand(key, ("lsmod",), limit, newest=False),)
     if key is Key.DEV_NVIDIA:
-        return (NodeCommand(key, ("ls", "-l", "/dev/nvidia*"), limit, newest=False,
-                            merge_stderr=True, globs=frozenset({"/dev/nvidia*"})),)
+        return (
+            NodeCommand(
+                key,
+                ("ls", "-l", "/dev/nvidia*"),
+                limit,
+                newest=False,
+                merge_stderr=True,
+                globs=frozenset({"/dev/nvidia*"}),
+            ),
+        )
     if key is Key.CONTAINERD_CONFIG:
         return (
             NodeCommand(key, ("cat", "/etc/containerd/config.toml"), limit, newest=False),
-            NodeCommand(key, ("cat", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"),
-                        limit, newest=False),
+            NodeCommand(
+                key,
+                ("cat", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"),
+                limit,
+                newest=False,
+            ),
             NodeCommand(key, ("containerd", "config", "dump"), limit, newest=False),
         )
     return ()
@@ -224,8 +286,8 @@ def split_stderr(stderr: bytes) -> tuple[int | None, str]:
     rc: int | None = None
     kept: list[str] = []
     for line in stderr.decode("utf-8", errors="replace").splitlines():
-        if line.startswith(RC_MARK) and line[len(RC_MARK):].isdigit():
-            rc = int(line[len(RC_MARK):])
+        if line.startswith(RC_MARK) and line[len(RC_MARK) :].isdigit():
+            rc = int(line[len(RC_MARK) :])
         else:
             kept.append(line)
     return rc, "\n".join(kept).strip()
@@ -239,22 +301,31 @@ def read_outcome(cmd: NodeCommand, raw: RawResult, *, sudo: bool = False) -> Out
     if raw.timed_out:
         return Outcome(Status.TIMEOUT, f"{what} did not finish in time")
     if raw.clipped:
-        return Outcome(Status.OK, f"gputriage stopped reading after {len(raw.stdout)} bytes "
-                       "(the node did not bound the output)", raw.stdout)
+        return Outcome(
+            Status.OK,
+            f"gputriage stopped reading after {len(raw.stdout)} bytes "
+            "(the node did not bound the output)",
+            raw.stdout,
+        )
     trailer, err = split_stderr(raw.stderr)
     rc = trailer if trailer is not None else raw.exit_status
     first_err = _first_line(err)
     if sudo and trailer is None and _SUDO_PASSWORD.search(err):
-        return Outcome(Status.FORBIDDEN,
-                       f"sudo -n refused on the node ({first_err}); allow the SSH user to run "
-                       "it without a password (NOPASSWD) or drop --sudo")
+        return Outcome(
+            Status.FORBIDDEN,
+            f"sudo -n refused on the node ({first_err}); allow the SSH user to run "
+            "it without a password (NOPASSWD) or drop --sudo",
+        )
     if trailer is None and rc == 127:
         if MISSING_MARK.format(program=cmd.program) in err:
-            return Outcome(Status.UNAVAILABLE,
-                           f"{cmd.program} is not installed on the node (command not found)")
+            return Outcome(
+                Status.UNAVAILABLE,
+                f"{cmd.program} is not installed on the node (command not found)",
+            )
         if sudo and re.search(r"\bsudo\b", err):
-            return Outcome(Status.UNAVAILABLE,
-                           f"sudo is not installed on the node ({first_err}); drop --sudo")
+            return Outcome(
+                Status.UNAVAILABLE, f"sudo is not installed on the node ({first_err}); drop --sudo"
+            )
         if re.search(r"\bsh\b", err):
             return Outcome(Status.ERROR, f"the node has no POSIX sh: {first_err}")
     if cmd.merge_stderr and raw.stdout.strip():
@@ -283,8 +354,11 @@ def read_outcome(cmd: NodeCommand, raw: RawResult, *, sudo: bool = False) -> Out
 
 
 def _forbidden(cmd: NodeCommand, line: str, sudo: bool) -> Outcome:
-    hint = ("even with sudo -n" if sudo else
-            "rerun with --sudo, or give the SSH user read access (groups adm/systemd-journal)")
+    hint = (
+        "even with sudo -n"
+        if sudo
+        else "rerun with --sudo, or give the SSH user read access (groups adm/systemd-journal)"
+    )
     return Outcome(Status.FORBIDDEN, f"{cmd.display()}: {line} ({hint})")
 
 
@@ -328,8 +402,9 @@ def collect_key(
     for cmd in commands:
         if failures and time_left() <= 0:
             break
-        if cmd.only_if_missing and (fallback is not None or any(
-                o.status is not Status.UNAVAILABLE for _, o in failures)):
+        if cmd.only_if_missing and (
+            fallback is not None or any(o.status is not Status.UNAVAILABLE for _, o in failures)
+        ):
             continue
         outcome = read_outcome(cmd, run(cmd), sudo=sudo)
         if outcome.status is Status.OK and outcome.final:
@@ -348,8 +423,9 @@ def collect_key(
     return Evidence(key, worst.status, detail, "", f"{where}: {cmd.display()}")
 
 
-def _evidence(cmd: NodeCommand, outcome: Outcome, where: str,
-              failures: list[tuple[NodeCommand, Outcome]]) -> Evidence:
+def _evidence(
+    cmd: NodeCommand, outcome: Outcome, where: str, failures: list[tuple[NodeCommand, Outcome]]
+) -> Evidence:
     source = f"{where}: {cmd.display()}"
     notes = [outcome.reason] if outcome.reason else []
     if failures:

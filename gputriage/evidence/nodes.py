@@ -38,9 +38,11 @@ def parse_node_addresses(values: Iterable[str]) -> dict[str, str]:
     for value in values:
         node, sep, host = value.partition("=")
         if not sep or not node.strip() or not host.strip():
-            raise GputriageError(f"--node-address wants NODE=HOST (e.g. gpu-7=10.0.3.7 or "
-                                 f"gpu-7=gpu-7.example.net), got {value!r}",
-                                 title="bad --node-address")
+            raise GputriageError(
+                f"--node-address wants NODE=HOST (e.g. gpu-7=10.0.3.7 or "
+                f"gpu-7=gpu-7.example.net), got {value!r}",
+                title="bad --node-address",
+            )
         result[node.strip()] = host.strip()
     return result
 
@@ -59,11 +61,13 @@ def node_source(access: NodeAccess) -> NodeSource | None:
         return None
     from gputriage.evidence.ssh import SshNodeSource, SshSettings
 
-    return SshNodeSource(SshSettings(
-        config_path=access.ssh_config,
-        user=access.ssh_user,
-        overrides=dict(access.node_addresses),
-        known_hosts=access.known_hosts,
-        accept_new_host_key=access.accept_new_host_key,
-        sudo=access.sudo,
-    ))
+    return SshNodeSource(
+        SshSettings(
+            config_path=access.ssh_config,
+            user=access.ssh_user,
+            overrides=dict(access.node_addresses),
+            known_hosts=access.known_hosts,
+            accept_new_host_key=access.accept_new_host_key,
+            sudo=access.sudo,
+        )
+    )

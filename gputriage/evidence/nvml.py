@@ -74,8 +74,9 @@ class PynvmlAdapter:
 
         self._nv = pynvml
         self._kinds = {
-            getattr(pynvml, name): name[len("NVML_ERROR_"):].lower()
-            for name in dir(pynvml) if name.startswith("NVML_ERROR_")
+            getattr(pynvml, name): name[len("NVML_ERROR_") :].lower()
+            for name in dir(pynvml)
+            if name.startswith("NVML_ERROR_")
         }
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -129,15 +130,21 @@ class PynvmlAdapter:
 
     def ecc_errors(self, handle: Any, *, uncorrected: bool, aggregate: bool) -> int:
         nv = self._nv
-        kind = (nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED if uncorrected
-                else nv.NVML_MEMORY_ERROR_TYPE_CORRECTED)
+        kind = (
+            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+            if uncorrected
+            else nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
+        )
         counter = nv.NVML_AGGREGATE_ECC if aggregate else nv.NVML_VOLATILE_ECC
         return int(self._call(nv.nvmlDeviceGetTotalEccErrors, handle, kind, counter))
 
     def retired_pages(self, handle: Any, *, double_bit: bool) -> int:
         nv = self._nv
-        cause = (nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR if double_bit
-                 else nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+        cause = (
+            nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+            if double_bit
+            else nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+        )
         return len(self._call(nv.nvmlDeviceGetRetiredPages, handle, cause))
 
     def retired_pages_pending(self, handle: Any) -> bool:
@@ -162,8 +169,10 @@ class PynvmlAdapter:
         return found
 
     def mig_ids(self, mig_handle: Any) -> tuple[int, int]:
-        return (int(self._call(self._nv.nvmlDeviceGetGpuInstanceId, mig_handle)),
-                int(self._call(self._nv.nvmlDeviceGetComputeInstanceId, mig_handle)))
+        return (
+            int(self._call(self._nv.nvmlDeviceGetGpuInstanceId, mig_handle)),
+            int(self._call(self._nv.nvmlDeviceGetComputeInstanceId, mig_handle)),
+        )
 
     def processes(self, handle: Any) -> list[dict[str, Any]]:
         found = []
@@ -171,12 +180,14 @@ class PynvmlAdapter:
             used = getattr(p, "usedGpuMemory", None)
             if used is not None and used >= 2**63:  # NVML_VALUE_NOT_AVAILABLE
                 used = None
-            found.append({
-                "pid": int(p.pid),
-                "used_memory_bytes": used,
-                "gpu_instance": _instance(getattr(p, "gpuInstanceId", None)),
-                "compute_instance": _instance(getattr(p, "computeInstanceId", None)),
-            })
+            found.append(
+                {
+                    "pid": int(p.pid),
+                    "used_memory_bytes": used,
+                    "gpu_instance": _instance(getattr(p, "gpuInstanceId", None)),
+                    "compute_instance": _instance(getattr(p, "computeInstanceId", None)),
+                }
+            )
         return found
 
     def process_name(self, pid: int) -> str:
@@ -203,10 +214,15 @@ def normalise_pci(bus_id: str) -> str:
 
 #: Device-level NVML failures -> GpuSnapshot.status (the words nvidia-smi would print).
 _SNAPSHOT_STATUS = {
-    "driver_not_loaded": ("driver_unreachable", "NVIDIA-SMI has failed because it couldn't "
-                          "communicate with the NVIDIA driver (NVML: Driver Not Loaded)"),
-    "lib_rm_version_mismatch": ("nvml_mismatch", "Failed to initialize NVML: Driver/library "
-                                "version mismatch"),
+    "driver_not_loaded": (
+        "driver_unreachable",
+        "NVIDIA-SMI has failed because it couldn't "
+        "communicate with the NVIDIA driver (NVML: Driver Not Loaded)",
+    ),
+    "lib_rm_version_mismatch": (
+        "nvml_mismatch",
+        "Failed to initialize NVML: Driver/library version mismatch",
+    ),
     "gpu_is_lost": ("gpu_lost", "GPU is lost"),
     "unknown": ("unknown_error", "Unknown Error"),
 }
@@ -239,12 +255,14 @@ def read_snapshot(nvml: NvmlAdapter) -> GpuSnapshot:
     finally:
         with contextlib.suppress(NvmlError):  # a failed shutdown changes nothing we report
             nvml.shutdown()
-    lost = [g.pci_bus_id or str(g.index) for g in snap.gpus
-            if any("GPU is lost" in e for e in g.errors)]
+    lost = [
+        g.pci_bus_id or str(g.index) for g in snap.gpus if any("GPU is lost" in e for e in g.errors)
+    ]
     if lost:
         snap.status = "gpu_lost"
-        snap.message = "; ".join(f"Unable to determine the device handle for GPU {gpu}: "
-                                 "GPU is lost" for gpu in lost)
+        snap.message = "; ".join(
+            f"Unable to determine the device handle for GPU {gpu}: GPU is lost" for gpu in lost
+        )
     return snap
 
 
@@ -277,8 +295,7 @@ def _read_gpu(nvml: NvmlAdapter, index: int, snap: GpuSnapshot) -> None:
         record.serial = _field(lambda: nvml.serial(handle), record) or ""
         memory = _field(lambda: nvml.memory(handle), record)
         if memory:
-            record.memory_total_mib, record.memory_used_mib = (memory[0] // _MIB,
-                                                               memory[1] // _MIB)
+            record.memory_total_mib, record.memory_used_mib = (memory[0] // _MIB, memory[1] // _MIB)
         _read_memory_health(nvml, handle, record)
         _read_mig(nvml, handle, record)
         _read_processes(nvml, handle, record)
@@ -293,20 +310,28 @@ def _read_memory_health(nvml: NvmlAdapter, h: Any, record: GpuRecord) -> None:
     record.ecc_mode = None if ecc is None else ("Enabled" if ecc else "Disabled")
     if ecc:
         record.ecc_volatile_sbe = _field(
-            lambda: nvml.ecc_errors(h, uncorrected=False, aggregate=False), record)
+            lambda: nvml.ecc_errors(h, uncorrected=False, aggregate=False), record
+        )
         record.ecc_volatile_dbe = _field(
-            lambda: nvml.ecc_errors(h, uncorrected=True, aggregate=False), record)
+            lambda: nvml.ecc_errors(h, uncorrected=True, aggregate=False), record
+        )
         record.ecc_aggregate_sbe = _field(
-            lambda: nvml.ecc_errors(h, uncorrected=False, aggregate=True), record)
+            lambda: nvml.ecc_errors(h, uncorrected=False, aggregate=True), record
+        )
         record.ecc_aggregate_dbe = _field(
-            lambda: nvml.ecc_errors(h, uncorrected=True, aggregate=True), record)
+            lambda: nvml.ecc_errors(h, uncorrected=True, aggregate=True), record
+        )
     record.retired_pages_sbe = _field(lambda: nvml.retired_pages(h, double_bit=False), record)
     record.retired_pages_dbe = _field(lambda: nvml.retired_pages(h, double_bit=True), record)
     record.retired_pages_pending = _field(lambda: nvml.retired_pages_pending(h), record)
     rows = _field(lambda: nvml.remapped_rows(h), record)
     if rows is not None:
-        (record.remapped_rows_correctable, record.remapped_rows_uncorrectable,
-         record.remapped_rows_pending, record.remapped_rows_failure) = rows
+        (
+            record.remapped_rows_correctable,
+            record.remapped_rows_uncorrectable,
+            record.remapped_rows_pending,
+            record.remapped_rows_failure,
+        ) = rows
 
 
 def _read_mig(nvml: NvmlAdapter, h: Any, record: GpuRecord) -> None:
@@ -318,28 +343,32 @@ def _read_mig(nvml: NvmlAdapter, h: Any, record: GpuRecord) -> None:
         ids = _field(partial(nvml.mig_ids, mh), record) or (None, None)
         memory = _field(partial(nvml.memory, mh), record)
         name = _field(partial(nvml.name, mh), record) or ""
-        record.mig_devices.append({
-            "gpu_instance": ids[0],
-            "compute_instance": ids[1],
-            # NVML names MIG devices "NVIDIA A100-SXM4-40GB MIG 1g.5gb": keep the profile.
-            "profile": name.rsplit(" MIG ", 1)[-1] if " MIG " in name else name,
-            "memory_total_mib": memory[0] // _MIB if memory else None,
-            "memory_used_mib": memory[1] // _MIB if memory else None,
-            "uuid": _field(partial(nvml.uuid, mh), record) or "",
-        })
+        record.mig_devices.append(
+            {
+                "gpu_instance": ids[0],
+                "compute_instance": ids[1],
+                # NVML names MIG devices "NVIDIA A100-SXM4-40GB MIG 1g.5gb": keep the profile.
+                "profile": name.rsplit(" MIG ", 1)[-1] if " MIG " in name else name,
+                "memory_total_mib": memory[0] // _MIB if memory else None,
+                "memory_used_mib": memory[1] // _MIB if memory else None,
+                "uuid": _field(partial(nvml.uuid, mh), record) or "",
+            }
+        )
 
 
 def _read_processes(nvml: NvmlAdapter, h: Any, record: GpuRecord) -> None:
     for p in _field(lambda: nvml.processes(h), record) or []:
         used = p.get("used_memory_bytes")
-        record.processes.append({
-            "pid": p["pid"],
-            "name": _field(partial(nvml.process_name, p["pid"]), record) or "",
-            "type": "C",
-            "used_memory_mib": used // _MIB if isinstance(used, int) else None,
-            "gpu_instance": p.get("gpu_instance"),
-            "compute_instance": p.get("compute_instance"),
-        })
+        record.processes.append(
+            {
+                "pid": p["pid"],
+                "name": _field(partial(nvml.process_name, p["pid"]), record) or "",
+                "type": "C",
+                "used_memory_mib": used // _MIB if isinstance(used, int) else None,
+                "gpu_instance": p.get("gpu_instance"),
+                "compute_instance": p.get("compute_instance"),
+            }
+        )
 
 
 def _field(read: Callable[[], Any], record: GpuRecord | None) -> Any:
@@ -369,18 +398,31 @@ def nvml_evidence(nvml: NvmlAdapter | None = None, *, timeout: float = 10.0) -> 
     """
     started = time.monotonic()
     result: list[Evidence] = []
-    worker = threading.Thread(target=lambda: result.append(_evidence(nvml)), daemon=True,
-                              name="gputriage-nvml")
+    worker = threading.Thread(
+        target=lambda: result.append(_evidence(nvml)), daemon=True, name="gputriage-nvml"
+    )
     worker.start()
     worker.join(timeout)
     if not result:
-        return Evidence(Key.NVIDIA_SMI, Status.TIMEOUT,
-                        f"NVML did not answer within {timeout:.0f} s (a hung GPU or driver)",
-                        "", SOURCE, elapsed_s=time.monotonic() - started)
+        return Evidence(
+            Key.NVIDIA_SMI,
+            Status.TIMEOUT,
+            f"NVML did not answer within {timeout:.0f} s (a hung GPU or driver)",
+            "",
+            SOURCE,
+            elapsed_s=time.monotonic() - started,
+        )
     evidence = result[0]
-    return Evidence(evidence.key, evidence.status, evidence.detail, evidence.raw,
-                    evidence.source, evidence.data, evidence.format,
-                    elapsed_s=time.monotonic() - started)
+    return Evidence(
+        evidence.key,
+        evidence.status,
+        evidence.detail,
+        evidence.raw,
+        evidence.source,
+        evidence.data,
+        evidence.format,
+        elapsed_s=time.monotonic() - started,
+    )
 
 
 def _evidence(nvml: NvmlAdapter | None) -> Evidence:
@@ -388,21 +430,33 @@ def _evidence(nvml: NvmlAdapter | None) -> Evidence:
         adapter = nvml if nvml is not None else PynvmlAdapter()
         snap = read_snapshot(adapter)
     except ImportError:
-        return Evidence(Key.NVIDIA_SMI, Status.UNAVAILABLE,
-                        "nvidia-ml-py (pynvml) is not installed", "", SOURCE)
+        return Evidence(
+            Key.NVIDIA_SMI, Status.UNAVAILABLE, "nvidia-ml-py (pynvml) is not installed", "", SOURCE
+        )
     except NvmlError as exc:
         if exc.kind == "library_not_found":
-            return Evidence(Key.NVIDIA_SMI, Status.UNAVAILABLE,
-                            f"no NVIDIA driver/NVML on this machine ({exc.message})", "", SOURCE)
+            return Evidence(
+                Key.NVIDIA_SMI,
+                Status.UNAVAILABLE,
+                f"no NVIDIA driver/NVML on this machine ({exc.message})",
+                "",
+                SOURCE,
+            )
         if exc.kind == "no_permission":
-            return Evidence(Key.NVIDIA_SMI, Status.FORBIDDEN,
-                            f"NVML refused access ({exc.message}); run as a user that can "
-                            "open /dev/nvidia*", "", SOURCE)
-        return Evidence(Key.NVIDIA_SMI, Status.ERROR, f"NVML failed: {exc.kind}: {exc.message}",
-                        "", SOURCE)
+            return Evidence(
+                Key.NVIDIA_SMI,
+                Status.FORBIDDEN,
+                f"NVML refused access ({exc.message}); run as a user that can open /dev/nvidia*",
+                "",
+                SOURCE,
+            )
+        return Evidence(
+            Key.NVIDIA_SMI, Status.ERROR, f"NVML failed: {exc.kind}: {exc.message}", "", SOURCE
+        )
     except Exception as exc:  # an unexpected binding error must not crash a triage
-        return Evidence(Key.NVIDIA_SMI, Status.ERROR, f"NVML failed: {type(exc).__name__}: "
-                        f"{exc}", "", SOURCE)
+        return Evidence(
+            Key.NVIDIA_SMI, Status.ERROR, f"NVML failed: {type(exc).__name__}: {exc}", "", SOURCE
+        )
     data = snap.to_dict()
     raw = json.dumps(data, indent=2, sort_keys=True) + "\n"
     if snap.status == "ok":

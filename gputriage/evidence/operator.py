@@ -44,8 +44,9 @@ def collect_operator(client: KubeClient, node: str) -> Evidence:
     raises."""
     key = Key.GPU_OPERATOR
     selector = f"app in ({','.join(COMPONENTS)})"
-    reply, data = client.list_all("/api/v1/pods", {"labelSelector": selector,
-                                                   "fieldSelector": f"spec.nodeName={node}"})
+    reply, data = client.list_all(
+        "/api/v1/pods", {"labelSelector": selector, "fieldSelector": f"spec.nodeName={node}"}
+    )
     if data is None:
         return failed(key, reply, "GPU Operator pods: ")
     pods = [_slim(p) for p in data.get("items") or [] if isinstance(p, dict)]
@@ -56,51 +57,84 @@ def collect_operator(client: KubeClient, node: str) -> Evidence:
         for name in _unfinished_inits(pod):
             logs.append(_init_log(client, pod, name))
     policies, policy_note = _cluster_policies(client)
-    document = {"apiVersion": "gputriage/v1", "kind": KIND, "node": node,
-                "clusterPolicies": policies, "clusterPolicyNote": policy_note,
-                "pods": pods, "validatorLogs": logs}
+    document = {
+        "apiVersion": "gputriage/v1",
+        "kind": KIND,
+        "node": node,
+        "clusterPolicies": policies,
+        "clusterPolicyNote": policy_note,
+        "pods": pods,
+        "validatorLogs": logs,
+    }
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     ev = decode(key, text.encode(), source=f"{shown('/api/v1/pods')} (GPU Operator on {node})")
-    return ev.with_status(ev.status, f"{len(pods)} Operator pods on {node}; "
-                                     f"{len(policies)} ClusterPolicy; "
-                                     f"{len(logs)} validator logs") if ev.ok else ev
+    return (
+        ev.with_status(
+            ev.status,
+            f"{len(pods)} Operator pods on {node}; "
+            f"{len(policies)} ClusterPolicy; "
+            f"{len(logs)} validator logs",
+        )
+        if ev.ok
+        else ev
+    )
 
 
 def _slim(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta, spec, status = (_m(pod.get(k)) for k in ("metadata", "spec", "status"))
     app = str(_m(meta.get("labels")).get("app") or "")
-    return {"name": str(meta.get("name") or ""), "namespace": str(meta.get("namespace") or ""),
-            "app": app, "component": COMPONENTS.get(app, app),
-            "phase": str(status.get("phase") or ""),
-            "initContainers": [str(c.get("name")) for c in spec.get("initContainers") or []
-                               if isinstance(c, dict)],
-            "initContainerStatuses": _statuses(status.get("initContainerStatuses")),
-            "containerStatuses": _statuses(status.get("containerStatuses"))}
+    return {
+        "name": str(meta.get("name") or ""),
+        "namespace": str(meta.get("namespace") or ""),
+        "app": app,
+        "component": COMPONENTS.get(app, app),
+        "phase": str(status.get("phase") or ""),
+        "initContainers": [
+            str(c.get("name")) for c in spec.get("initContainers") or [] if isinstance(c, dict)
+        ],
+        "initContainerStatuses": _statuses(status.get("initContainerStatuses")),
+        "containerStatuses": _statuses(status.get("containerStatuses")),
+    }
 
 
 def _statuses(value: Any) -> list[dict[str, Any]]:
     out = []
     for s in value if isinstance(value, list) else []:
         if isinstance(s, dict):
-            out.append({k: s[k] for k in ("name", "ready", "restartCount", "state", "lastState")
-                        if k in s})
+            out.append(
+                {k: s[k] for k in ("name", "ready", "restartCount", "state", "lastState") if k in s}
+            )
     return out
 
 
 def _unfinished_inits(pod: Mapping[str, Any]) -> list[str]:
     """Validator init containers that have not terminated with exit code 0, in order."""
-    done = {str(s.get("name")) for s in pod["initContainerStatuses"]
-            if _m(_m(s.get("state")).get("terminated")).get("exitCode") == 0}
+    done = {
+        str(s.get("name"))
+        for s in pod["initContainerStatuses"]
+        if _m(_m(s.get("state")).get("terminated")).get("exitCode") == 0
+    }
     states = {str(s.get("name")): s for s in pod["initContainerStatuses"]}
     return [n for n in pod["initContainers"] if n not in done and n in states]
 
 
 def _init_log(client: KubeClient, pod: Mapping[str, Any], container: str) -> dict[str, Any]:
     path = f"/api/v1/namespaces/{pod['namespace']}/pods/{pod['name']}/log"
-    reply = client.get(path, {"container": container, "tailLines": VALIDATOR_LOG_LINES,
-                              "limitBytes": VALIDATOR_LOG_BYTES}, max_bytes=VALIDATOR_LOG_BYTES)
-    entry: dict[str, Any] = {"pod": pod["name"], "namespace": pod["namespace"],
-                             "container": container, "source": reply.shown}
+    reply = client.get(
+        path,
+        {
+            "container": container,
+            "tailLines": VALIDATOR_LOG_LINES,
+            "limitBytes": VALIDATOR_LOG_BYTES,
+        },
+        max_bytes=VALIDATOR_LOG_BYTES,
+    )
+    entry: dict[str, Any] = {
+        "pod": pod["name"],
+        "namespace": pod["namespace"],
+        "container": container,
+        "source": reply.shown,
+    }
     if reply.ok:
         entry["log"] = reply.body.decode("utf-8", errors="replace")
     else:
@@ -118,10 +152,15 @@ def _cluster_policies(client: KubeClient) -> tuple[list[dict[str, Any]], str]:
     for item in data.get("items") or []:
         if isinstance(item, dict):
             status = _m(item.get("status"))
-            out.append({"name": str(_m(item.get("metadata")).get("name") or ""),
-                        "state": str(status.get("state") or ""),
-                        "conditions": [c for c in status.get("conditions") or []
-                                       if isinstance(c, dict)]})
+            out.append(
+                {
+                    "name": str(_m(item.get("metadata")).get("name") or ""),
+                    "state": str(status.get("state") or ""),
+                    "conditions": [
+                        c for c in status.get("conditions") or [] if isinstance(c, dict)
+                    ],
+                }
+            )
     return out, ""
 
 

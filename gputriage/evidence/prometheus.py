@@ -75,9 +75,13 @@ QUERIES: tuple[PromQuery, ...] = (
     PromQuery("remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "node", "max"),
     PromQuery("nvlink_crc", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "node", "max"),
     PromQuery("gr_active", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "node"),
-    PromQuery("cpu_throttled", "container_cpu_cfs_throttled_periods_total", "pod",
-              template="sum by (container) (rate({metric}{{{sel}}}[5m])) / sum by (container) "
-                       "(rate(container_cpu_cfs_periods_total{{{sel}}}[5m]))"),
+    PromQuery(
+        "cpu_throttled",
+        "container_cpu_cfs_throttled_periods_total",
+        "pod",
+        template="sum by (container) (rate({metric}{{{sel}}}[5m])) / sum by (container) "
+        "(rate(container_cpu_cfs_periods_total{{{sel}}}[5m]))",
+    ),
 )
 
 #: Node label names across exporter versions and scrape configs.
@@ -113,14 +117,13 @@ def promql_string(value: str) -> str:
 def selector(scope: str, *, node: str, namespace: str, pod: str) -> list[str]:
     """Label matchers for ``scope``: one alternative per node label name, or the pod's."""
     if scope == "pod":
-        return [f"namespace={promql_string(namespace)},pod={promql_string(pod)},container!=\"\""]
+        return [f'namespace={promql_string(namespace)},pod={promql_string(pod)},container!=""']
     return [f"{label}={promql_string(node)}" for label in NODE_LABELS]
 
 
 def build_query(q: PromQuery, *, node: str, namespace: str, pod: str, step: int = 60) -> str:
     """The PromQL text of ``q`` for this target; node scopes OR the label-name variants."""
-    parts = [q.text(s, step)
-             for s in selector(q.scope, node=node, namespace=namespace, pod=pod)]
+    parts = [q.text(s, step) for s in selector(q.scope, node=node, namespace=namespace, pod=pod)]
     return parts[0] if len(parts) == 1 else " or ".join(parts)
 
 
@@ -154,8 +157,9 @@ def service_proxy_path(spec: str) -> str:
     import re
 
     if not (re.fullmatch(dns, ns) and re.fullmatch(rf"(https?:)?{dns}(:[a-z0-9-]+)?", name)):
-        raise ValueError(f"{spec!r}: write svc:NAMESPACE/NAME[:PORT] (e.g. "
-                         "svc:monitoring/prometheus-k8s:9090)")
+        raise ValueError(
+            f"{spec!r}: write svc:NAMESPACE/NAME[:PORT] (e.g. svc:monitoring/prometheus-k8s:9090)"
+        )
     return f"/api/v1/namespaces/{ns}/services/{name}/proxy"
 
 
@@ -166,8 +170,9 @@ class PrometheusClient:
     same GETs go through the API server's service proxy, with the kubeconfig's credentials
     (RBAC: ``get`` on ``services/proxy`` in Prometheus's namespace)."""
 
-    def __init__(self, settings: PromSettings,
-                 opener: Callable[..., Any] | None = None, kube: Any = None) -> None:
+    def __init__(
+        self, settings: PromSettings, opener: Callable[..., Any] | None = None, kube: Any = None
+    ) -> None:
         self.settings = settings
         self._kube: Any = None
         if settings.url.startswith(SERVICE_PREFIX):
@@ -181,8 +186,9 @@ class PrometheusClient:
         parts = urllib.parse.urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {public_url(base)!r}")
-        self._base = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1],
-                                              parts.path, "", ""))
+        self._base = urllib.parse.urlunsplit(
+            (parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", "")
+        )
         user = settings.username or urllib.parse.unquote(parts.username or "")
         password = settings.password or urllib.parse.unquote(parts.password or "")
         self._headers = {"Accept": "application/json", "User-Agent": "gputriage"}
@@ -208,24 +214,28 @@ class PrometheusClient:
         request = urllib.request.Request(url, headers=self._headers, method="GET")
         limit = self.settings.max_bytes
         try:
-            with self._open(request, timeout=self.settings.timeout,
-                            context=self._context) as response:
+            with self._open(
+                request, timeout=self.settings.timeout, context=self._context
+            ) as response:
                 body = response.read(limit + 1)
         except urllib.error.HTTPError as exc:
             body = exc.read(limit + 1) if exc.fp else b""
             if exc.code in (401, 403):
-                raise Unreachable(Status.FORBIDDEN,
-                                  f"HTTP {exc.code} {exc.reason}: check --prometheus-token / "
-                                  "--prometheus-user") from None
+                raise Unreachable(
+                    Status.FORBIDDEN,
+                    f"HTTP {exc.code} {exc.reason}: check --prometheus-token / --prometheus-user",
+                ) from None
             raise ValueError(_api_error(body) or f"HTTP {exc.code} {exc.reason}") from None
         except TimeoutError:
-            raise Unreachable(Status.TIMEOUT,
-                              f"no answer within {self.settings.timeout:g} s") from None
+            raise Unreachable(
+                Status.TIMEOUT, f"no answer within {self.settings.timeout:g} s"
+            ) from None
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise Unreachable(Status.TIMEOUT,
-                                  f"no answer within {self.settings.timeout:g} s") from None
+                raise Unreachable(
+                    Status.TIMEOUT, f"no answer within {self.settings.timeout:g} s"
+                ) from None
             raise Unreachable(Status.UNAVAILABLE, f"cannot reach it: {reason}") from None
         except OSError as exc:
             raise Unreachable(Status.UNAVAILABLE, f"cannot reach it: {exc}") from None
@@ -233,19 +243,24 @@ class PrometheusClient:
 
     def _get_proxied(self, path: str, params: dict[str, str]) -> bytes:
         limit = self.settings.max_bytes
-        reply = self._kube.get(f"{self._proxy}{path}", params, max_bytes=limit + 1,
-                               timeout=self.settings.timeout)
+        reply = self._kube.get(
+            f"{self._proxy}{path}", params, max_bytes=limit + 1, timeout=self.settings.timeout
+        )
         where = f"service proxy {self._proxy}"
         if reply.status == 0:
             status = Status.TIMEOUT if reply.timed_out else Status.UNAVAILABLE
             raise Unreachable(status, f"{where}: {reply.error or 'no answer'}")
         if reply.status in (401, 403):
-            raise Unreachable(Status.FORBIDDEN,
-                              f"{where}: HTTP {reply.status}: grant get on services/proxy "
-                              "in its namespace (deploy/rbac.yaml)")
+            raise Unreachable(
+                Status.FORBIDDEN,
+                f"{where}: HTTP {reply.status}: grant get on services/proxy "
+                "in its namespace (deploy/rbac.yaml)",
+            )
         if reply.status in (404, 502, 503):
-            raise Unreachable(Status.UNAVAILABLE, f"{where}: HTTP {reply.status} (no such "
-                                                  "service, port or ready endpoint)")
+            raise Unreachable(
+                Status.UNAVAILABLE,
+                f"{where}: HTTP {reply.status} (no such service, port or ready endpoint)",
+            )
         if reply.status != 200:
             raise ValueError(_api_error(reply.body) or f"HTTP {reply.status}")
         return bytes(reply.body) + (b" " if reply.truncated else b"")
@@ -264,8 +279,10 @@ class PrometheusClient:
         return data if isinstance(data, dict) else {}
 
     def query_range(self, query: str, start: float, end: float, step: int) -> dict[str, Any]:
-        return self.get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}",
-                                                "end": f"{end:.3f}", "step": f"{step}s"})
+        return self.get(
+            "/api/v1/query_range",
+            {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step}s"},
+        )
 
 
 def _api_error(body: bytes) -> str:
@@ -278,8 +295,9 @@ def _api_error(body: bytes) -> str:
     return ""
 
 
-def collect_metrics(client: PrometheusClient, *, node: str, namespace: str, pod: str,
-                    end: float | None = None) -> Evidence:
+def collect_metrics(
+    client: PrometheusClient, *, node: str, namespace: str, pod: str, end: float | None = None
+) -> Evidence:
     """Run the query plan for one pod and its node; never raises."""
     settings = client.settings
     started = time.monotonic()
@@ -287,30 +305,56 @@ def collect_metrics(client: PrometheusClient, *, node: str, namespace: str, pod:
     start = end - settings.window_s
     step = settings.step_s()
     where = public_url(settings.url)
-    header = {"format": DOCUMENT_FORMAT, "prometheus": where, "node": node,
-              "namespace": namespace, "pod": pod, "start": round(start, 3),
-              "end": round(end, 3), "step_s": step}
+    header = {
+        "format": DOCUMENT_FORMAT,
+        "prometheus": where,
+        "node": node,
+        "namespace": namespace,
+        "pod": pod,
+        "start": round(start, 3),
+        "end": round(end, 3),
+        "step_s": step,
+    }
     lines: list[str] = []
     answered = 0
     budget = 2 * settings.timeout  # the broker waits 3 timeouts for the whole key
     for q in QUERIES:
         if time.monotonic() - started > budget:
-            lines.append(json.dumps({"id": q.id, "metric": q.metric, "query": "",
-                                     "status": "error", "series": [],
-                                     "error": f"not asked: the {budget:g} s budget for all "
-                                              "queries was spent"}, separators=(",", ":")))
+            lines.append(
+                json.dumps(
+                    {
+                        "id": q.id,
+                        "metric": q.metric,
+                        "query": "",
+                        "status": "error",
+                        "series": [],
+                        "error": f"not asked: the {budget:g} s budget for all queries was spent",
+                    },
+                    separators=(",", ":"),
+                )
+            )
             continue
         window = min(q.window_s or settings.window_s, settings.window_s)
         q_step = settings.step_s(window)
         promql = build_query(q, node=node, namespace=namespace, pod=pod, step=q_step)
-        entry: dict[str, Any] = {"id": q.id, "metric": q.metric, "query": promql,
-                                 "start": round(end - window, 3), "step_s": q_step}
+        entry: dict[str, Any] = {
+            "id": q.id,
+            "metric": q.metric,
+            "query": promql,
+            "start": round(end - window, 3),
+            "step_s": q_step,
+        }
         try:
             data = client.query_range(promql, end - window, end, q_step)
         except Unreachable as exc:
-            return Evidence(Key.PROMETHEUS, exc.status, f"Prometheus at {where}: {exc.detail}",
-                            "", f"prometheus {where}",
-                            elapsed_s=round(time.monotonic() - started, 3))
+            return Evidence(
+                Key.PROMETHEUS,
+                exc.status,
+                f"Prometheus at {where}: {exc.detail}",
+                "",
+                f"prometheus {where}",
+                elapsed_s=round(time.monotonic() - started, 3),
+            )
         except (ValueError, OSError) as exc:
             entry.update(status="error", error=str(exc)[:500], series=[])
         else:
@@ -318,19 +362,35 @@ def collect_metrics(client: PrometheusClient, *, node: str, namespace: str, pod:
             found = data.get("result")
             result: list[Any] = found if isinstance(found, list) else []
             kept = result[: settings.max_series]
-            entry.update(status="ok", error="", series=[
-                {"metric": s.get("metric") or {}, "values": s.get("values") or []}
-                for s in kept if isinstance(s, dict)])
+            entry.update(
+                status="ok",
+                error="",
+                series=[
+                    {"metric": s.get("metric") or {}, "values": s.get("values") or []}
+                    for s in kept
+                    if isinstance(s, dict)
+                ],
+            )
             if len(result) > len(kept):
                 entry["error"] = f"{len(result)} series; kept the first {len(kept)}"
         lines.append(json.dumps(entry, separators=(",", ":")))
-    raw = ("{" + json.dumps(header)[1:-1] + ',\n"queries": [\n' + ",\n".join(lines) + "\n]}\n")
+    raw = "{" + json.dumps(header)[1:-1] + ',\n"queries": [\n' + ",\n".join(lines) + "\n]}\n"
     status = Status.OK if answered else Status.ERROR
     series = sum(len(json.loads(line)["series"]) for line in lines)
-    detail = (f"{answered}/{len(QUERIES)} queries answered, {series} series over "
-              f"{settings.window_s / 3600:g} h (step {step} s)")
-    return Evidence(Key.PROMETHEUS, status, detail, raw, f"prometheus {where}", None, "json",
-                    elapsed_s=round(time.monotonic() - started, 3))
+    detail = (
+        f"{answered}/{len(QUERIES)} queries answered, {series} series over "
+        f"{settings.window_s / 3600:g} h (step {step} s)"
+    )
+    return Evidence(
+        Key.PROMETHEUS,
+        status,
+        detail,
+        raw,
+        f"prometheus {where}",
+        None,
+        "json",
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
 
 
 def parse_duration(text: str) -> float:
@@ -364,10 +424,15 @@ def settings_from_access(access: MetricsAccess, timeout: float) -> PromSettings 
 
     token = secret(access.token_file) or os.environ.get("GPUTRIAGE_PROMETHEUS_TOKEN", "")
     return PromSettings(
-        url=url, bearer_token=token, username=access.user,
-        password=secret(access.password_file), ca_file=access.ca_file,
-        insecure=access.insecure, window_s=parse_duration(access.window or "7d"),
-        timeout=timeout)
+        url=url,
+        bearer_token=token,
+        username=access.user,
+        password=secret(access.password_file),
+        ca_file=access.ca_file,
+        insecure=access.insecure,
+        window_s=parse_duration(access.window or "7d"),
+        timeout=timeout,
+    )
 
 
 class PrometheusSource:
@@ -381,21 +446,28 @@ class PrometheusSource:
 
     def collect(self, pod: Evidence) -> Evidence:
         if self.settings is None or not self.settings.url:
-            return Evidence.missing(Key.PROMETHEUS,
-                                    "no Prometheus configured (--prometheus URL)")
+            return Evidence.missing(Key.PROMETHEUS, "no Prometheus configured (--prometheus URL)")
         data = pod.data if pod.ok and isinstance(pod.data, dict) else {}
         meta = data.get("metadata") or {}
         node = str((data.get("spec") or {}).get("nodeName") or "")
         if not node:
-            return Evidence.missing(Key.PROMETHEUS, "the pod has no node: no GPU metrics to ask "
-                                                    "for")
+            return Evidence.missing(
+                Key.PROMETHEUS, "the pod has no node: no GPU metrics to ask for"
+            )
         try:
             client = PrometheusClient(self.settings, kube=self.kube)
         except ValueError as exc:
             return Evidence(Key.PROMETHEUS, Status.ERROR, f"--prometheus: {exc}")
         try:
-            return collect_metrics(client, node=node, namespace=str(meta.get("namespace") or ""),
-                                   pod=str(meta.get("name") or ""))
+            return collect_metrics(
+                client,
+                node=node,
+                namespace=str(meta.get("namespace") or ""),
+                pod=str(meta.get("name") or ""),
+            )
         except Exception as exc:  # never raise into the broker
-            return Evidence(Key.PROMETHEUS, Status.ERROR,
-                            f"internal error reading Prometheus: {type(exc).__name__}: {exc}")
+            return Evidence(
+                Key.PROMETHEUS,
+                Status.ERROR,
+                f"internal error reading Prometheus: {type(exc).__name__}: {exc}",
+            )

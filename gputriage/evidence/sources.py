@@ -29,8 +29,13 @@ NODE_KEYS: tuple[Key, ...] = (
 )
 #: What the API tells about a node without a pod (``gputriage node``), in the order a broker
 #: starts them.
-NODE_API_KEYS: tuple[Key, ...] = (Key.NODE, Key.NODE_EVENTS, Key.NODE_PODS,
-                                  Key.DEVICE_PLUGIN_LOG, Key.RUNTIME_CLASSES)
+NODE_API_KEYS: tuple[Key, ...] = (
+    Key.NODE,
+    Key.NODE_EVENTS,
+    Key.NODE_PODS,
+    Key.DEVICE_PLUGIN_LOG,
+    Key.RUNTIME_CLASSES,
+)
 
 
 @dataclass(frozen=True)
@@ -55,5 +60,4 @@ class NodeSource(Protocol):
         """Fetch one NODE_KEYS item. Blocking; bounded by ``timeout``; never raises."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...

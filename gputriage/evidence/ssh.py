@@ -123,16 +123,23 @@ class SshNodeSource:
         try:
             conn, notes = self._connection(query, deadline)
             evidence = collect_key(
-                key, query, lambda cmd: self._run(conn, cmd, deadline), where=where,
-                sudo=self.settings.sudo, time_left=lambda: deadline - time.monotonic())
+                key,
+                query,
+                lambda cmd: self._run(conn, cmd, deadline),
+                where=where,
+                sudo=self.settings.sudo,
+                time_left=lambda: deadline - time.monotonic(),
+            )
             if notes:
-                evidence = evidence.with_status(evidence.status,
-                                                "; ".join([evidence.detail, *notes]))
+                evidence = evidence.with_status(
+                    evidence.status, "; ".join([evidence.detail, *notes])
+                )
         except _Failure as failure:
             evidence = Evidence(key, failure.status, failure.detail, "", where)
         except Exception as exc:  # a bug or an exotic paramiko error must not crash a triage
-            evidence = Evidence(key, Status.ERROR, f"SSH to {node} failed: "
-                                f"{type(exc).__name__}: {exc}", "", where)
+            evidence = Evidence(
+                key, Status.ERROR, f"SSH to {node} failed: {type(exc).__name__}: {exc}", "", where
+            )
         return replace(evidence, elapsed_s=time.monotonic() - started)
 
     def prepare(self, query: NodeQuery, timeout: float) -> None:
@@ -141,14 +148,19 @@ class SshNodeSource:
         name): the broker calls this as soon as the pod names its node, so importing paramiko
         and the SSH handshake overlap the rest of the API's answers (a pod on no node never
         imports paramiko). ``collect`` then shares the connection, or its failure."""
-        threading.Thread(target=self._connect_early, args=(query, timeout),
-                         name="gputriage-ssh-early", daemon=True).start()
+        threading.Thread(
+            target=self._connect_early,
+            args=(query, timeout),
+            name="gputriage-ssh-early",
+            daemon=True,
+        ).start()
 
     def _connect_early(self, query: NodeQuery, timeout: float) -> None:
         try:
             with self._lock:
                 known = bool(self.settings.overrides.get(query.node)) or bool(
-                    query.node and has_host_entry(self._load_config(), query.node))
+                    query.node and has_host_entry(self._load_config(), query.node)
+                )
             if known:
                 self._connection(query, time.monotonic() + timeout)
         except Exception:  # recorded for collect() to report (or retried by it)
@@ -202,8 +214,10 @@ class SshNodeSource:
         except SshConfigError as exc:
             raise _Failure(Status.ERROR, f"ssh_config: {exc}") from exc
         if not alias:
-            raise _Failure(Status.UNAVAILABLE, "the node has no address to connect to (give "
-                           "one with --node-address NODE=HOST)")
+            raise _Failure(
+                Status.UNAVAILABLE,
+                "the node has no address to connect to (give one with --node-address NODE=HOST)",
+            )
         if not node_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise _Failure(Status.TIMEOUT, f"still connecting to {alias} when the time ran out")
         try:
@@ -267,34 +281,48 @@ class SshNodeSource:
         try:
             sock = socket.create_connection((hop.hostname, hop.port), timeout=timeout)
         except TimeoutError as exc:
-            raise _Failure(Status.TIMEOUT, f"connecting to {hop.hostname}:{hop.port} timed out "
-                           f"after {timeout:.0f} s{via}") from exc
+            raise _Failure(
+                Status.TIMEOUT,
+                f"connecting to {hop.hostname}:{hop.port} timed out after {timeout:.0f} s{via}",
+            ) from exc
         except socket.gaierror as exc:
-            raise _Failure(Status.UNAVAILABLE, f"cannot resolve {hop.hostname}: "
-                           f"{exc.strerror or exc}{via}") from exc
+            raise _Failure(
+                Status.UNAVAILABLE, f"cannot resolve {hop.hostname}: {exc.strerror or exc}{via}"
+            ) from exc
         except OSError as exc:
-            raise _Failure(Status.UNAVAILABLE, f"cannot reach {hop.hostname}:{hop.port} over "
-                           f"SSH: {exc.strerror or exc}{via}") from exc
+            raise _Failure(
+                Status.UNAVAILABLE,
+                f"cannot reach {hop.hostname}:{hop.port} over SSH: {exc.strerror or exc}{via}",
+            ) from exc
         # paramiko leaves Nagle on: each command would wait ~40 ms for delayed ACKs.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
-    def _tunnel(self, client: paramiko.SSHClient, hop: Hop, nxt: Hop, route: Route,
-                deadline: float) -> paramiko.Channel:
+    def _tunnel(
+        self, client: paramiko.SSHClient, hop: Hop, nxt: Hop, route: Route, deadline: float
+    ) -> paramiko.Channel:
         import paramiko
 
         transport = client.get_transport()
         assert transport is not None
         try:
-            return transport.open_channel("direct-tcpip", (nxt.hostname, nxt.port),
-                                          ("127.0.0.1", 0), timeout=self._timeout(nxt, deadline))
+            return transport.open_channel(
+                "direct-tcpip",
+                (nxt.hostname, nxt.port),
+                ("127.0.0.1", 0),
+                timeout=self._timeout(nxt, deadline),
+            )
         except paramiko.ChannelException as exc:
-            raise _Failure(Status.UNAVAILABLE, f"jump host {hop.label} could not open a tunnel "
-                           f"to {nxt.hostname}:{nxt.port}: {exc.text} (route "
-                           f"{route.describe()})") from exc
+            raise _Failure(
+                Status.UNAVAILABLE,
+                f"jump host {hop.label} could not open a tunnel "
+                f"to {nxt.hostname}:{nxt.port}: {exc.text} (route "
+                f"{route.describe()})",
+            ) from exc
 
-    def _login(self, hop: Hop, route: Route, sock: Any, deadline: float,
-               notes: list[str]) -> paramiko.SSHClient:
+    def _login(
+        self, hop: Hop, route: Route, sock: Any, deadline: float, notes: list[str]
+    ) -> paramiko.SSHClient:
         import paramiko
 
         timeout = self._timeout(hop, deadline)
@@ -307,16 +335,24 @@ class SshNodeSource:
                 except (OSError, paramiko.SSHException) as exc:
                     notes.append(f"could not read known_hosts {path}: {exc}")
         client.set_missing_host_key_policy(
-            _host_key_policy(self.settings.accept_new_host_key, known[0], notes))
+            _host_key_policy(self.settings.accept_new_host_key, known[0], notes)
+        )
         keys = [f for f in hop.identity_files if os.path.isfile(f)]
         started = time.monotonic()
         try:
             client.connect(
-                hop.hostname, hop.port, username=hop.user, sock=sock,
+                hop.hostname,
+                hop.port,
+                username=hop.user,
+                sock=sock,
                 key_filename=keys or None,  # type: ignore[arg-type]  # str | list
                 look_for_keys=not hop.identity_files,
-                allow_agent=True, timeout=timeout, banner_timeout=timeout,
-                auth_timeout=timeout, channel_timeout=timeout)
+                allow_agent=True,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+            )
         except _HostKeyRefused as exc:
             client.close()
             raise _Failure(Status.ERROR, f"{exc} (connecting to {hop.label})") from exc
@@ -328,14 +364,19 @@ class SshNodeSource:
             missing = [f for f in hop.identity_files if f not in keys]
             tried = ", ".join(keys) if keys else "default keys in ~/.ssh"
             extra = f"; IdentityFile not found: {', '.join(missing)}" if missing else ""
-            raise _Failure(Status.FORBIDDEN, f"SSH login as {hop.user} on {hop.label} was "
-                           f"refused ({exc}); tried {tried} and the SSH agent{extra}") from exc
+            raise _Failure(
+                Status.FORBIDDEN,
+                f"SSH login as {hop.user} on {hop.label} was "
+                f"refused ({exc}); tried {tried} and the SSH agent{extra}",
+            ) from exc
         except paramiko.SSHException as exc:
             client.close()
             if time.monotonic() - started >= timeout - 0.05:
                 # paramiko reports a silent server as "Error reading SSH protocol banner".
-                raise _Failure(Status.TIMEOUT, f"SSH to {hop.label} timed out after "
-                               f"{timeout:.0f} s in the handshake ({exc})") from exc
+                raise _Failure(
+                    Status.TIMEOUT,
+                    f"SSH to {hop.label} timed out after {timeout:.0f} s in the handshake ({exc})",
+                ) from exc
             raise
         except BaseException:
             client.close()
@@ -425,13 +466,15 @@ def _host_key_policy(accept_new: bool, save_to: str, notes: list[str]) -> Any:
     import paramiko
 
     class Policy(paramiko.MissingHostKeyPolicy):
-        def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
-                             key: paramiko.PKey) -> None:
+        def missing_host_key(
+            self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+        ) -> None:
             if not accept_new:
                 raise _HostKeyRefused(
                     f"host key of {hostname} is not in known_hosts ({save_to}): the server "
                     f"offered {fingerprint(key)}. Check it out of band (ssh-keyscan, your "
-                    "inventory), then add it or rerun with --accept-new-host-key")
+                    "inventory), then add it or rerun with --accept-new-host-key"
+                )
             line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
             try:
                 os.makedirs(os.path.dirname(save_to) or ".", mode=0o700, exist_ok=True)
@@ -447,10 +490,12 @@ def _host_key_policy(accept_new: bool, save_to: str, notes: list[str]) -> Any:
 
 def _changed_key_message(exc: paramiko.BadHostKeyException, hop: Hop, known: str) -> str:
     name = hop.hostname if hop.port == 22 else f"[{hop.hostname}]:{hop.port}"
-    return (f"host key of {name} CHANGED: known_hosts has {fingerprint(exc.expected_key)} but "
-            f"the server offered {fingerprint(exc.key)}. This can be a man-in-the-middle or a "
-            f"reinstalled node; gputriage refuses it even with --accept-new-host-key. If the "
-            f"change is expected: ssh-keygen -R '{name}' -f {known}")
+    return (
+        f"host key of {name} CHANGED: known_hosts has {fingerprint(exc.expected_key)} but "
+        f"the server offered {fingerprint(exc.key)}. This can be a man-in-the-middle or a "
+        f"reinstalled node; gputriage refuses it even with --accept-new-host-key. If the "
+        f"change is expected: ssh-keygen -R '{name}' -f {known}"
+    )
 
 
 def _describe_ssh_error(exc: BaseException, route: Route) -> tuple[Status, str]:
@@ -459,8 +504,10 @@ def _describe_ssh_error(exc: BaseException, route: Route) -> tuple[Status, str]:
     if isinstance(exc, TimeoutError) or "timed out" in text.lower():
         return Status.TIMEOUT, f"{where} timed out: {text}"
     if isinstance(exc, EOFError) or "banner" in text.lower():
-        return Status.ERROR, f"{where}: the server closed the connection during the handshake " \
-                             f"({text})"
+        return (
+            Status.ERROR,
+            f"{where}: the server closed the connection during the handshake ({text})",
+        )
     return Status.ERROR, f"{where} failed: {text}"
 
 

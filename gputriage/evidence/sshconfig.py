@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 #: More jumps than this is a loop in the config, not a network.
 MAX_HOPS = 8
 
-_HOP = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@]+)@)?(?P<host>\[[^\]]+\]|[^:@]+)(?::(?P<port>\d+))?$")
+_HOP = re.compile(
+    r"^(?:ssh://)?(?:(?P<user>[^@]+)@)?(?P<host>\[[^\]]+\]|[^:@]+)(?::(?P<port>\d+))?$"
+)
 
 
 #: What a host name or address may hold: DNS names, IPv4, IPv6 (with a %zone). Anything else
@@ -51,8 +53,10 @@ def unsafe_host_reason(host: str) -> str:
     if bare.startswith("-"):
         return "it starts with '-'"
     if not _SAFE_HOST.match(bare):
-        return ("it holds characters that are not allowed in a host name or IP address "
-                "(only letters, digits, '.', '-', '_', ':' and '%')")
+        return (
+            "it holds characters that are not allowed in a host name or IP address "
+            "(only letters, digits, '.', '-', '_', ':' and '%')"
+        )
     return ""
 
 
@@ -146,8 +150,9 @@ def parse_jumps(spec: str) -> list[tuple[str, str, int | None]]:
     for part in spec.split(","):
         m = _HOP.match(part.strip())
         if not m:
-            raise SshConfigError(f"cannot read ProxyJump hop {part.strip()!r} (want "
-                                 "[user@]host[:port])")
+            raise SshConfigError(
+                f"cannot read ProxyJump hop {part.strip()!r} (want [user@]host[:port])"
+            )
         port = int(m["port"]) if m["port"] else None
         hops.append((m["user"] or "", m["host"].strip("[]"), port))
     return hops
@@ -169,11 +174,19 @@ def resolve_route(
     return Route(tuple(hops))
 
 
-def _route(alias: str, config: paramiko.SSHConfig, user: str, port: int | None, *,
-           depth: int, jump_spec: str | None = None) -> list[Hop]:
+def _route(
+    alias: str,
+    config: paramiko.SSHConfig,
+    user: str,
+    port: int | None,
+    *,
+    depth: int,
+    jump_spec: str | None = None,
+) -> list[Hop]:
     if depth > MAX_HOPS:
-        raise SshConfigError(f"ProxyJump chain to {alias} is longer than {MAX_HOPS} hops "
-                             "(a loop in ssh_config?)")
+        raise SshConfigError(
+            f"ProxyJump chain to {alias} is longer than {MAX_HOPS} hops (a loop in ssh_config?)"
+        )
     with _match_exec_guard(alias):
         entry = config.lookup(alias)
     hop = _hop(alias, entry, user, port)
@@ -184,8 +197,9 @@ def _route(alias: str, config: paramiko.SSHConfig, user: str, port: int | None, 
     # ssh -J a,b target: reach b through "-J a", and a through a's own config.
     *before, (j_user, j_host, j_port) = jumps
     prefix = ",".join(_hop_text(*j) for j in before)
-    chain = _route(j_host, config, j_user, j_port, depth=depth + 1,
-                   jump_spec=prefix if before else None)
+    chain = _route(
+        j_host, config, j_user, j_port, depth=depth + 1, jump_spec=prefix if before else None
+    )
     return [*chain, hop]
 
 
@@ -198,8 +212,9 @@ def _hop(alias: str, entry: Mapping[str, Any], user: str, port: int | None) -> H
     try:
         cfg_port = int(entry.get("port", 22))
     except ValueError as exc:
-        raise SshConfigError(f"ssh_config Port for {alias} is not a number: "
-                             f"{entry.get('port')!r}") from exc
+        raise SshConfigError(
+            f"ssh_config Port for {alias} is not a number: {entry.get('port')!r}"
+        ) from exc
     timeout: float | None = None
     if entry.get("connecttimeout"):
         try:
@@ -213,8 +228,9 @@ def _hop(alias: str, entry: Mapping[str, Any], user: str, port: int | None) -> H
         user=user or str(entry.get("user") or "") or getpass.getuser(),
         identity_files=tuple(os.path.expanduser(f) for f in entry.get("identityfile", [])),
         identities_only=str(entry.get("identitiesonly", "no")).lower() == "yes",
-        known_hosts_files=tuple(os.path.expanduser(f)
-                                for f in str(entry.get("userknownhostsfile", "")).split()),
+        known_hosts_files=tuple(
+            os.path.expanduser(f) for f in str(entry.get("userknownhostsfile", "")).split()
+        ),
         connect_timeout=timeout,
     )
 
@@ -244,13 +260,20 @@ class _MatchExec:
 
     def run(self, command: str, **_: object) -> _ExecResult:
         if unsafe_host_reason(self.alias) and self.alias in command:
-            raise UnsafeHostError(f"refusing to run ssh_config Match exec {command!r}: it holds "
-                                  f"the host name {self.alias!r}, which "
-                                  f"{unsafe_host_reason(self.alias)}")
+            raise UnsafeHostError(
+                f"refusing to run ssh_config Match exec {command!r}: it holds "
+                f"the host name {self.alias!r}, which "
+                f"{unsafe_host_reason(self.alias)}"
+            )
         try:
-            done = subprocess.run(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  timeout=MATCH_EXEC_TIMEOUT, check=False)
+            done = subprocess.run(
+                ["/bin/sh", "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=MATCH_EXEC_TIMEOUT,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return _ExecResult(False)
         return _ExecResult(done.returncode == 0)

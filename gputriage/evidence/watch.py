@@ -40,8 +40,9 @@ class WatchTarget:
 def pod_targets(namespace: str, pod: str) -> list[WatchTarget]:
     return [
         WatchTarget(Key.POD, f"/api/v1/namespaces/{namespace}/pods", f"metadata.name={pod}"),
-        WatchTarget(Key.EVENTS, f"/api/v1/namespaces/{namespace}/events",
-                    f"involvedObject.name={pod}"),
+        WatchTarget(
+            Key.EVENTS, f"/api/v1/namespaces/{namespace}/events", f"involvedObject.name={pod}"
+        ),
     ]
 
 
@@ -60,9 +61,17 @@ class LiveWatch:
     """Watches one pod, its events and (once scheduled) its node; calls ``on_change`` with the
     re-collected :class:`Evidence` of each key that changed."""
 
-    def __init__(self, client: KubeClient, source: KubeSource, namespace: str, pod: str,
-                 on_change: Callable[[Evidence], None], *, pod_evidence: Evidence,
-                 seconds: int = WATCH_SECONDS) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        source: KubeSource,
+        namespace: str,
+        pod: str,
+        on_change: Callable[[Evidence], None],
+        *,
+        pod_evidence: Evidence,
+        seconds: int = WATCH_SECONDS,
+    ) -> None:
         self.client = client
         self.source = source
         self.namespace = namespace
@@ -89,8 +98,12 @@ class LiveWatch:
         return self._stop.is_set()
 
     def _spawn(self, target: WatchTarget) -> None:
-        thread = threading.Thread(target=self._run, args=(target,), daemon=True,
-                                  name=f"gputriage-watch-{target.key.value}")
+        thread = threading.Thread(
+            target=self._run,
+            args=(target,),
+            daemon=True,
+            name=f"gputriage-watch-{target.key.value}",
+        )
         self._threads.append(thread)
         thread.start()
 
@@ -110,14 +123,13 @@ class LiveWatch:
                     reply = self.client.get(target.path, query)
                     data = reply.json() if reply.ok else None
                     meta = data.get("metadata") if isinstance(data, dict) else None
-                    version = str(meta.get("resourceVersion", "")) if isinstance(meta,
-                                                                                dict) else ""
+                    version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
                     if not version:
                         self._stop.wait(RETRY_SECONDS)
                         continue
-                for event in self.client.watch(target.path, {**query,
-                                                             "resourceVersion": version},
-                                               seconds=self.seconds):
+                for event in self.client.watch(
+                    target.path, {**query, "resourceVersion": version}, seconds=self.seconds
+                ):
                     if self._stop.is_set():
                         return
                     version = _version_of(event) or version

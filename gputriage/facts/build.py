@@ -18,8 +18,10 @@ def target_of(evidence: EvidenceSet) -> Target:
     meta = data.get("metadata") or {}
     spec = data.get("spec") or {}
     owners = meta.get("ownerReferences") or []
-    owner = next((o for o in owners if isinstance(o, dict) and o.get("controller")),
-                 owners[0] if owners and isinstance(owners[0], dict) else {})
+    owner = next(
+        (o for o in owners if isinstance(o, dict) and o.get("controller")),
+        owners[0] if owners and isinstance(owners[0], dict) else {},
+    )
     containers = tuple(
         str(c.get("name", "")) for c in (spec.get("containers") or []) if isinstance(c, dict)
     )
@@ -41,8 +43,11 @@ def _owner_target(evidence: EvidenceSet) -> Target:
     for item in items if isinstance(items, list) else ():
         obj = item.get("involvedObject") if isinstance(item, dict) else None
         if isinstance(obj, dict) and obj.get("name"):
-            return Target(namespace=str(obj.get("namespace") or "default"),
-                          owner_kind=str(obj.get("kind") or ""), owner_name=str(obj["name"]))
+            return Target(
+                namespace=str(obj.get("namespace") or "default"),
+                owner_kind=str(obj.get("kind") or ""),
+                owner_name=str(obj["name"]),
+            )
     return Target()
 
 
@@ -59,6 +64,7 @@ def build_facts(evidence: EvidenceSet) -> FactSet:
         try:
             groups[spec.name] = module.build(evidence, target, groups)
         except Exception as exc:
-            groups[spec.name] = unknown(spec, f"internal error building {spec.name} facts: "
-                                              f"{type(exc).__name__}: {exc}")
+            groups[spec.name] = unknown(
+                spec, f"internal error building {spec.name} facts: {type(exc).__name__}: {exc}"
+            )
     return FactSet(target, groups)

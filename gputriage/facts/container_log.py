@@ -36,8 +36,7 @@ MAX_CITES = 50
 #: Which log each evidence key is, as the ``log`` value of a signature.
 _LOGS = {Key.CONTAINER_LOG: "current", Key.CONTAINER_LOG_PREVIOUS: "previous"}
 
-_OOM_KEYS = ("tried_mib", "total_mib", "free_mib", "allocated_mib", "reserved_mib",
-             "process_mib")
+_OOM_KEYS = ("tried_mib", "total_mib", "free_mib", "allocated_mib", "reserved_mib", "process_mib")
 
 #: Boolean facts and the signature ids that set them.
 _FLAGS: dict[str, frozenset[str]] = {
@@ -59,73 +58,111 @@ _FLAGS: dict[str, frozenset[str]] = {
 SPEC = GroupSpec(
     name="container_log",
     doc="GPU failure signatures in the container's current and previous logs: CUDA/PyTorch/"
-        "TensorFlow/vLLM out of memory (with sizes), NCCL /dev/shm and timeouts, data-loader "
-        "workers killed, NVML, driver and CDI errors.",
+    "TensorFlow/vLLM out of memory (with sizes), NCCL /dev/shm and timeouts, data-loader "
+    "workers killed, NVML, driver and CDI errors.",
     sources=(Key.CONTAINER_LOG, Key.CONTAINER_LOG_PREVIOUS),
     fields={
-        "logs_read": FieldSpec("list<string>", [],
-                               "Which logs were read: current and/or previous."),
-        "cuda_oom": FieldSpec("bool", False,
-                              "The GPU ran out of memory (PyTorch, TensorFlow, XLA, vLLM or a "
-                              "CUDA call)."),
-        "oom": FieldSpec("map", {},
-                         "The most recent OOM message's numbers, {} when none: {signature, "
-                         "log, line, gpu, tried_mib, total_mib, free_mib, allocated_mib, "
-                         "reserved_mib, process_mib} (MiB, rounded; -1 when not printed)."),
+        "logs_read": FieldSpec(
+            "list<string>", [], "Which logs were read: current and/or previous."
+        ),
+        "cuda_oom": FieldSpec(
+            "bool",
+            False,
+            "The GPU ran out of memory (PyTorch, TensorFlow, XLA, vLLM or a CUDA call).",
+        ),
+        "oom": FieldSpec(
+            "map",
+            {},
+            "The most recent OOM message's numbers, {} when none: {signature, "
+            "log, line, gpu, tried_mib, total_mib, free_mib, allocated_mib, "
+            "reserved_mib, process_mib} (MiB, rounded; -1 when not printed).",
+        ),
         "oom_other_process_mib": FieldSpec(
-            "int", -1,
+            "int",
+            -1,
             "MiB held by other processes on that GPU: total - free - what this process holds "
             "(its own total when printed, else PyTorch's reserved). Large while this process "
-            "holds little => a co-tenant owns the memory (time-slicing). -1 when unknown."),
-        "nccl_shm": FieldSpec("bool", False,
-                              "NCCL could not create a /dev/shm segment: the pod's /dev/shm "
-                              "(64 MB by default) is too small."),
-        "nccl_system_error": FieldSpec("bool", False,
-                                       "NCCL \"unhandled system error\" (often /dev/shm; "
-                                       "NCCL_DEBUG=INFO shows which)."),
+            "holds little => a co-tenant owns the memory (time-slicing). -1 when unknown.",
+        ),
+        "nccl_shm": FieldSpec(
+            "bool",
+            False,
+            "NCCL could not create a /dev/shm segment: the pod's /dev/shm "
+            "(64 MB by default) is too small.",
+        ),
+        "nccl_system_error": FieldSpec(
+            "bool",
+            False,
+            'NCCL "unhandled system error" (often /dev/shm; NCCL_DEBUG=INFO shows which).',
+        ),
         "nccl_timeout": FieldSpec("bool", False, "A NCCL collective timed out (watchdog)."),
-        "shm_bus_error": FieldSpec("bool", False,
-                                   "A process died with SIGBUS (\"Bus error\"), usually "
-                                   "shared memory exhausted."),
-        "driver_insufficient": FieldSpec("bool", False,
-                                         "\"CUDA driver version is insufficient for CUDA "
-                                         "runtime version\": image CUDA newer than the "
-                                         "node driver."),
-        "nvml_unknown_error": FieldSpec("bool", False,
-                                        "\"Failed to initialize NVML: Unknown Error\": the "
-                                        "container lost its device access (cgroup reset)."),
-        "nvml_insufficient_permissions": FieldSpec("bool", False,
-                                                   "\"Failed to initialize NVML: "
-                                                   "Insufficient Permissions\"."),
-        "no_cuda_device": FieldSpec("bool", False,
-                                    "The container sees no GPU or no driver (\"no "
-                                    "CUDA-capable device is detected\", \"Found no NVIDIA "
-                                    "driver\")."),
-        "illegal_memory_access": FieldSpec("bool", False,
-                                           "\"an illegal memory access was encountered\" "
-                                           "(app bug, or a GPU fault: compare kernel Xids)."),
-        "ecc_uncorrectable": FieldSpec("bool", False,
-                                       "CUDA reported an uncorrectable ECC error."),
-        "dataloader_killed": FieldSpec("bool", False,
-                                       "\"DataLoader worker (pid N) is killed by signal: "
-                                       "Killed\": a PyTorch data-loader worker got SIGKILL, "
-                                       "usually from the OOM killer at the container's memory "
-                                       "limit (compare kernel.cgroup_oom_kills)."),
-        "cdi_unresolvable": FieldSpec("bool", False,
-                                      "\"unresolvable CDI devices ...\": the runtime found no "
-                                      "CDI spec defining the container's devices (specs not "
-                                      "generated yet, or for another driver root)."),
-        "cdi_devices": FieldSpec("list<string>", [],
-                                 "CDI device names those messages list, e.g. "
-                                 "nvidia.com/gpu=all, management.nvidia.com/gpu=0."),
+        "shm_bus_error": FieldSpec(
+            "bool",
+            False,
+            'A process died with SIGBUS ("Bus error"), usually shared memory exhausted.',
+        ),
+        "driver_insufficient": FieldSpec(
+            "bool",
+            False,
+            '"CUDA driver version is insufficient for CUDA '
+            'runtime version": image CUDA newer than the '
+            "node driver.",
+        ),
+        "nvml_unknown_error": FieldSpec(
+            "bool",
+            False,
+            '"Failed to initialize NVML: Unknown Error": the '
+            "container lost its device access (cgroup reset).",
+        ),
+        "nvml_insufficient_permissions": FieldSpec(
+            "bool", False, '"Failed to initialize NVML: Insufficient Permissions".'
+        ),
+        "no_cuda_device": FieldSpec(
+            "bool",
+            False,
+            'The container sees no GPU or no driver ("no '
+            'CUDA-capable device is detected", "Found no NVIDIA '
+            'driver").',
+        ),
+        "illegal_memory_access": FieldSpec(
+            "bool",
+            False,
+            '"an illegal memory access was encountered" '
+            "(app bug, or a GPU fault: compare kernel Xids).",
+        ),
+        "ecc_uncorrectable": FieldSpec("bool", False, "CUDA reported an uncorrectable ECC error."),
+        "dataloader_killed": FieldSpec(
+            "bool",
+            False,
+            '"DataLoader worker (pid N) is killed by signal: '
+            'Killed": a PyTorch data-loader worker got SIGKILL, '
+            "usually from the OOM killer at the container's memory "
+            "limit (compare kernel.cgroup_oom_kills).",
+        ),
+        "cdi_unresolvable": FieldSpec(
+            "bool",
+            False,
+            '"unresolvable CDI devices ...": the runtime found no '
+            "CDI spec defining the container's devices (specs not "
+            "generated yet, or for another driver root).",
+        ),
+        "cdi_devices": FieldSpec(
+            "list<string>",
+            [],
+            "CDI device names those messages list, e.g. "
+            "nvidia.com/gpu=all, management.nvidia.com/gpu=0.",
+        ),
         "signature_ids": FieldSpec("list<string>", [], "Distinct signature ids found."),
-        "signature_counts": FieldSpec("map", {},
-                                      "Hits per signature id across both logs (all hits, "
-                                      "also those not listed)."),
-        "signatures": FieldSpec("list<map>", [],
-                                "Matches, {id, log, line, text, numbers} (numbers: doubles "
-                                "the line carries, sizes in MiB); at most 20 lines per id "
-                                "and log."),
+        "signature_counts": FieldSpec(
+            "map", {}, "Hits per signature id across both logs (all hits, also those not listed)."
+        ),
+        "signatures": FieldSpec(
+            "list<map>",
+            [],
+            "Matches, {id, log, line, text, numbers} (numbers: doubles "
+            "the line carries, sizes in MiB); at most 20 lines per id "
+            "and log.",
+        ),
     },
 )
 
@@ -152,8 +189,16 @@ def _facts(read: list[tuple[Evidence, LogScan]]) -> FactGroup:
         "logs_read": [_LOGS[ev.key] for ev, _ in read],
         "signature_ids": list(counts),
         "signature_counts": counts,
-        "signatures": [{"id": m.id, "log": _LOGS[ev.key], "line": m.line, "text": m.text,
-                        "numbers": dict(m.numbers)} for ev, m in found],
+        "signatures": [
+            {
+                "id": m.id,
+                "log": _LOGS[ev.key],
+                "line": m.line,
+                "text": m.text,
+                "numbers": dict(m.numbers),
+            }
+            for ev, m in found
+        ],
     }
     cites: dict[str, list[LineRef]] = {
         "signatures": [ev.cite(m.line, m.text) for ev, m in found][:MAX_CITES],
@@ -198,8 +243,12 @@ def _latest_oom(read: list[tuple[Evidence, LogScan]]) -> tuple[Evidence, LogMatc
 
 
 def _oom_map(ev: Evidence, m: LogMatch) -> dict[str, Any]:
-    out: dict[str, Any] = {"signature": m.id, "log": _LOGS[ev.key], "line": m.line,
-                           "gpu": round(m.numbers["gpu"]) if "gpu" in m.numbers else -1}
+    out: dict[str, Any] = {
+        "signature": m.id,
+        "log": _LOGS[ev.key],
+        "line": m.line,
+        "gpu": round(m.numbers["gpu"]) if "gpu" in m.numbers else -1,
+    }
     for key in _OOM_KEYS:
         out[key] = round(m.numbers[key]) if key in m.numbers else -1
     return out

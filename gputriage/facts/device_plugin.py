@@ -39,92 +39,138 @@ NOT_THE_PLUGIN: tuple[str, ...] = ("validator", "mps-control-daemon")
 MAX_CITES = 50
 
 _CONFIG_DEFAULT: dict[str, Any] = {
-    "printed": False, "mig_strategy": "", "sharing": "", "replicas": 0, "shared_resources": [],
-    "rename_by_default": False, "fail_on_init_error": False, "device_list_strategy": [],
-    "device_id_strategy": "", "resources": [],
+    "printed": False,
+    "mig_strategy": "",
+    "sharing": "",
+    "replicas": 0,
+    "shared_resources": [],
+    "rename_by_default": False,
+    "fail_on_init_error": False,
+    "device_list_strategy": [],
+    "device_id_strategy": "",
+    "resources": [],
 }
 
 SPEC = GroupSpec(
     name="device_plugin",
     doc="The NVIDIA device plugin on the pod's node: what its log says (registration with the "
-        "kubelet, NVML start-up, devices marked unhealthy and why, its config) and the state of "
-        "its pod. Known when either the log or the node's pod list was read; `log_known` and "
-        "`pod_known` say which.",
+    "kubelet, NVML start-up, devices marked unhealthy and why, its config) and the state of "
+    "its pod. Known when either the log or the node's pod list was read; `log_known` and "
+    "`pod_known` say which.",
     sources=(Key.DEVICE_PLUGIN_LOG, Key.NODE_PODS),
     fields={
         "log_known": FieldSpec("bool", False, "The device-plugin log was read."),
         "log_reason": FieldSpec("string", "", "Why the log is unknown (empty when read)."),
-        "pod_known": FieldSpec("bool", False,
-                               "The node's pod list was read (it may be partial: see "
-                               "pod_list_complete)."),
-        "pod_list_complete": FieldSpec("bool", False,
-                                       "The node's pod list was read and is complete (collected "
-                                       "by gputriage, not pasted), so a missing device-plugin "
-                                       "pod is really absent."),
+        "pod_known": FieldSpec(
+            "bool",
+            False,
+            "The node's pod list was read (it may be partial: see pod_list_complete).",
+        ),
+        "pod_list_complete": FieldSpec(
+            "bool",
+            False,
+            "The node's pod list was read and is complete (collected "
+            "by gputriage, not pasted), so a missing device-plugin "
+            "pod is really absent.",
+        ),
         "pod_reason": FieldSpec("string", "", "Why the pod list is unknown (empty when read)."),
-        "registered": FieldSpec("bool", False,
-                                "The log says the plugin registered with the kubelet "
-                                "(\"Registered device plugin for 'nvidia.com/gpu' with "
-                                "Kubelet\")."),
-        "resources_registered": FieldSpec("list<string>", [],
-                                          "Resource names registered, e.g. nvidia.com/gpu, "
-                                          "nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb."),
-        "registration_errors": FieldSpec("list<string>", [],
-                                         "\"Could not register device plugin: ...\" / \"Could "
-                                         "not contact Kubelet\" messages (API skew, kubelet "
-                                         "socket not served)."),
-        "nvml_init_failed": FieldSpec("bool", False,
-                                      "The plugin could not initialise NVML (\"Failed to "
-                                      "initialize NVML: could not load NVML library\", "
-                                      "ERROR_LIBRARY_NOT_FOUND...): driver libraries not "
-                                      "injected into the plugin container."),
+        "registered": FieldSpec(
+            "bool",
+            False,
+            "The log says the plugin registered with the kubelet "
+            "(\"Registered device plugin for 'nvidia.com/gpu' with "
+            'Kubelet").',
+        ),
+        "resources_registered": FieldSpec(
+            "list<string>",
+            [],
+            "Resource names registered, e.g. nvidia.com/gpu, "
+            "nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb.",
+        ),
+        "registration_errors": FieldSpec(
+            "list<string>",
+            [],
+            '"Could not register device plugin: ..." / "Could '
+            'not contact Kubelet" messages (API skew, kubelet '
+            "socket not served).",
+        ),
+        "nvml_init_failed": FieldSpec(
+            "bool",
+            False,
+            'The plugin could not initialise NVML ("Failed to '
+            'initialize NVML: could not load NVML library", '
+            "ERROR_LIBRARY_NOT_FOUND...): driver libraries not "
+            "injected into the plugin container.",
+        ),
         "nvml_error": FieldSpec("string", "", "The first NVML error text, verbatim."),
-        "runtime_hint": FieldSpec("bool", False,
-                                  "The plugin printed its \"did you set the docker default "
-                                  "runtime to `nvidia`?\" / \"did you configure the NVIDIA "
-                                  "Container Toolkit?\" hint."),
-        "no_devices_found": FieldSpec("bool", False,
-                                      "\"No devices found. Waiting indefinitely.\""),
+        "runtime_hint": FieldSpec(
+            "bool",
+            False,
+            'The plugin printed its "did you set the docker default '
+            'runtime to `nvidia`?" / "did you configure the NVIDIA '
+            'Container Toolkit?" hint.',
+        ),
+        "no_devices_found": FieldSpec("bool", False, '"No devices found. Waiting indefinitely."'),
         "unhealthy_devices": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "Devices the plugin marked unhealthy: {uuid, xid (0 when not an Xid), resource, "
             "reason (xid | nvml_error | too_old | no_handle | placement_unknown | "
             "events_unsupported | event_wait_failed), line, xid_klass and "
             "xid_immediate_action (that Xid's class and NVIDIA's immediate-action bucket in the "
             "Xid catalog, e.g. application / RESTART_APP; '' when not an Xid or not "
-            "catalogued)}. uuid is \"all\" for \"All devices will go unhealthy\". The plugin "
-            "never marks them healthy again until it restarts."),
-        "unhealthy_xids": FieldSpec("list<int>", [],
-                                    "Sorted unique Xid codes that made the plugin mark a "
-                                    "device unhealthy."),
-        "all_unhealthy": FieldSpec("bool", False,
-                                   "The plugin marked every device unhealthy at once."),
-        "skipped_xids": FieldSpec("list<int>", [],
-                                  "Xid events the plugin saw and ignored (its application-Xid "
-                                  "skip list or DP_DISABLE_HEALTHCHECKS)."),
-        "skipped_events": FieldSpec("list<map>", [],
-                                    "NVML events the plugin skipped: {type, kind "
-                                    "(double_bit_ecc, xid...), xid, line}."),
-        "ignored_xids": FieldSpec("list<int>", [],
-                                  "Xids the plugin said it ignores for health checks."),
-        "healthcheck_disabled": FieldSpec("bool", False,
-                                          "Health checks are off (DP_DISABLE_HEALTHCHECKS=all, "
-                                          "or NVML failed with failOnInitError=false)."),
-        "config": FieldSpec("map", dict(_CONFIG_DEFAULT),
-                            "From \"Running with config:\": {printed, mig_strategy, sharing "
-                            "(\"\" | time-slicing | mps), replicas, shared_resources, "
-                            "rename_by_default, fail_on_init_error, device_list_strategy, "
-                            "device_id_strategy, resources}."),
-        "shared": FieldSpec("bool", False,
-                            "GPUs are shared (time-slicing or MPS with replicas > 1, or a "
-                            "*.shared resource registered): no memory isolation between pods."),
-        "errors": FieldSpec("list<map>", [],
-                            "Distinct error lines: {message, line, count}."),
+            'catalogued)}. uuid is "all" for "All devices will go unhealthy". The plugin '
+            "never marks them healthy again until it restarts.",
+        ),
+        "unhealthy_xids": FieldSpec(
+            "list<int>", [], "Sorted unique Xid codes that made the plugin mark a device unhealthy."
+        ),
+        "all_unhealthy": FieldSpec(
+            "bool", False, "The plugin marked every device unhealthy at once."
+        ),
+        "skipped_xids": FieldSpec(
+            "list<int>",
+            [],
+            "Xid events the plugin saw and ignored (its application-Xid "
+            "skip list or DP_DISABLE_HEALTHCHECKS).",
+        ),
+        "skipped_events": FieldSpec(
+            "list<map>",
+            [],
+            "NVML events the plugin skipped: {type, kind (double_bit_ecc, xid...), xid, line}.",
+        ),
+        "ignored_xids": FieldSpec(
+            "list<int>", [], "Xids the plugin said it ignores for health checks."
+        ),
+        "healthcheck_disabled": FieldSpec(
+            "bool",
+            False,
+            "Health checks are off (DP_DISABLE_HEALTHCHECKS=all, "
+            "or NVML failed with failOnInitError=false).",
+        ),
+        "config": FieldSpec(
+            "map",
+            dict(_CONFIG_DEFAULT),
+            'From "Running with config:": {printed, mig_strategy, sharing '
+            '("" | time-slicing | mps), replicas, shared_resources, '
+            "rename_by_default, fail_on_init_error, device_list_strategy, "
+            "device_id_strategy, resources}.",
+        ),
+        "shared": FieldSpec(
+            "bool",
+            False,
+            "GPUs are shared (time-slicing or MPS with replicas > 1, or a "
+            "*.shared resource registered): no memory isolation between pods.",
+        ),
+        "errors": FieldSpec("list<map>", [], "Distinct error lines: {message, line, count}."),
         "version": FieldSpec("string", "", "Plugin version when it printed one."),
         "starts": FieldSpec("int", 0, "How many times the plugin started within the log."),
-        "restarts": FieldSpec("int", 0,
-                              "In-process restarts logged (kubelet.sock re-created => kubelet "
-                              "restarted; SIGHUP; GKE GPU-count change)."),
+        "restarts": FieldSpec(
+            "int",
+            0,
+            "In-process restarts logged (kubelet.sock re-created => kubelet "
+            "restarted; SIGHUP; GKE GPU-count change).",
+        ),
         "pod_found": FieldSpec("bool", False, "A device-plugin pod runs on the node."),
         "pod_name": FieldSpec("string", "", "Its name."),
         "pod_namespace": FieldSpec("string", "", "Its namespace."),
@@ -132,14 +178,17 @@ SPEC = GroupSpec(
         "pod_ready": FieldSpec("bool", False, "Its Ready condition is True."),
         "pod_deleting": FieldSpec("bool", False, "It has a deletionTimestamp."),
         "restart_count": FieldSpec("int", 0, "Sum of its containers' restart counts."),
-        "waiting_reason": FieldSpec("string", "",
-                                    "Waiting reason of its first waiting container "
-                                    "(CrashLoopBackOff, ImagePullBackOff, "
-                                    "CreateContainerError...), \"Init:<reason>\" for init "
-                                    "containers."),
-        "last_terminated_reason": FieldSpec("string", "",
-                                            "Reason of its last container termination "
-                                            "(Error, OOMKilled...)."),
+        "waiting_reason": FieldSpec(
+            "string",
+            "",
+            "Waiting reason of its first waiting container "
+            "(CrashLoopBackOff, ImagePullBackOff, "
+            'CreateContainerError...), "Init:<reason>" for init '
+            "containers.",
+        ),
+        "last_terminated_reason": FieldSpec(
+            "string", "", "Reason of its last container termination (Error, OOMKilled...)."
+        ),
     },
 )
 
@@ -166,8 +215,12 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
 
 
 #: GPU-stack components whose own container log is a device-plugin log.
-_PLUGIN_COMPONENTS = ("nvidia-device-plugin", "hami", "volcano-device-plugin",
-                      "kubevirt-gpu-device-plugin")
+_PLUGIN_COMPONENTS = (
+    "nvidia-device-plugin",
+    "hami",
+    "volcano-device-plugin",
+    "kubevirt-gpu-device-plugin",
+)
 
 
 def _plugin_log(evidence: EvidenceSet, earlier: Mapping[str, FactGroup]) -> Evidence:
@@ -191,36 +244,40 @@ def _refs(ev: Evidence, lines: list[int]) -> list[LineRef]:
     return [ev.cite(n) for n in sorted(set(lines))[:MAX_CITES]]
 
 
-def _from_log(log: DevicePluginLog, ev: Evidence, values: dict[str, Any],
-              cites: dict[str, list[LineRef]]) -> None:
+def _from_log(
+    log: DevicePluginLog, ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef]]
+) -> None:
     unhealthy = [_unhealthy_fact(d) for d in log.unhealthy]
     unhealthy_lines = [n for d in log.unhealthy for n in d.lines]
     config = log.config.to_fact()
     registered = [r for r, _ in log.registered]
     shared = (config["sharing"] != "" and config["replicas"] > 1) or any(
-        r.endswith(".shared") for r in registered)
-    values.update({
-        "registered": bool(log.registered),
-        "resources_registered": registered,
-        "registration_errors": [m.text for m in log.registration_errors],
-        "nvml_init_failed": bool(log.nvml_errors),
-        "nvml_error": log.nvml_errors[0].text if log.nvml_errors else "",
-        "runtime_hint": bool(log.runtime_hint),
-        "no_devices_found": bool(log.no_devices),
-        "unhealthy_devices": unhealthy,
-        "unhealthy_xids": sorted({d["xid"] for d in unhealthy if d["xid"]}),
-        "all_unhealthy": bool(log.all_unhealthy),
-        "skipped_xids": log.skipped_xids,
-        "skipped_events": [dict(e) for e in log.skipped_events],
-        "ignored_xids": list(log.ignored_xids),
-        "healthcheck_disabled": bool(log.healthcheck_disabled),
-        "config": config,
-        "shared": shared,
-        "errors": [{"message": m.text, "line": m.line, "count": m.count} for m in log.errors],
-        "version": log.version,
-        "starts": len(log.starts),
-        "restarts": sum(m.count for m in log.restarts),
-    })
+        r.endswith(".shared") for r in registered
+    )
+    values.update(
+        {
+            "registered": bool(log.registered),
+            "resources_registered": registered,
+            "registration_errors": [m.text for m in log.registration_errors],
+            "nvml_init_failed": bool(log.nvml_errors),
+            "nvml_error": log.nvml_errors[0].text if log.nvml_errors else "",
+            "runtime_hint": bool(log.runtime_hint),
+            "no_devices_found": bool(log.no_devices),
+            "unhealthy_devices": unhealthy,
+            "unhealthy_xids": sorted({d["xid"] for d in unhealthy if d["xid"]}),
+            "all_unhealthy": bool(log.all_unhealthy),
+            "skipped_xids": log.skipped_xids,
+            "skipped_events": [dict(e) for e in log.skipped_events],
+            "ignored_xids": list(log.ignored_xids),
+            "healthcheck_disabled": bool(log.healthcheck_disabled),
+            "config": config,
+            "shared": shared,
+            "errors": [{"message": m.text, "line": m.line, "count": m.count} for m in log.errors],
+            "version": log.version,
+            "starts": len(log.starts),
+            "restarts": sum(m.count for m in log.restarts),
+        }
+    )
     line_sets: dict[str, list[int]] = {
         "registered": [n for _, n in log.registered],
         "resources_registered": [n for _, n in log.registered],
@@ -238,7 +295,7 @@ def _from_log(log: DevicePluginLog, ev: Evidence, values: dict[str, Any],
         "healthcheck_disabled": log.healthcheck_disabled,
         "config": [log.config.line] if log.config.line else [],
         "shared": ([log.config.line] if log.config.line and shared else [])
-                  + [n for r, n in log.registered if r.endswith(".shared")],
+        + [n for r, n in log.registered if r.endswith(".shared")],
         "errors": [n for m in log.errors for n in m.lines],
         "version": [log.version_line] if log.version_line else [],
         "starts": log.starts,
@@ -252,8 +309,11 @@ def _from_log(log: DevicePluginLog, ev: Evidence, values: dict[str, Any],
 def _unhealthy_fact(device: UnhealthyDevice) -> dict[str, Any]:
     """One ``unhealthy_devices`` entry, with what NVIDIA's catalog says about its Xid."""
     info = catalog.lookup(device.xid) if device.xid else None
-    return {**device.to_fact(), "xid_klass": info.klass if info else "",
-            "xid_immediate_action": info.immediate if info else ""}
+    return {
+        **device.to_fact(),
+        "xid_klass": info.klass if info else "",
+        "xid_immediate_action": info.immediate if info else "",
+    }
 
 
 def find_plugin_pod(items: list[Any], node: str = "") -> dict[str, Any] | None:
@@ -285,8 +345,9 @@ def find_plugin_pod(items: list[Any], node: str = "") -> dict[str, Any] | None:
     return sorted(candidates, key=rank)[0]
 
 
-def _from_pods(ev: Evidence, target: Target, values: dict[str, Any],
-               cites: dict[str, list[LineRef]]) -> None:
+def _from_pods(
+    ev: Evidence, target: Target, values: dict[str, Any], cites: dict[str, list[LineRef]]
+) -> None:
     items = ev.data.get("items") if isinstance(ev.data, dict) else None
     pod = find_plugin_pod(items if isinstance(items, list) else [], target.node)
     if pod is None:
@@ -297,27 +358,44 @@ def _from_pods(ev: Evidence, target: Target, values: dict[str, Any],
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     statuses = [s for s in status.get("containerStatuses") or [] if isinstance(s, dict)]
     inits = [s for s in status.get("initContainerStatuses") or [] if isinstance(s, dict)]
-    waiting = next((f"Init:{r}" for s in inits
-                    if (r := _reason(s, "state", "waiting")) and r != "PodInitializing"), "")
+    waiting = next(
+        (
+            f"Init:{r}"
+            for s in inits
+            if (r := _reason(s, "state", "waiting")) and r != "PodInitializing"
+        ),
+        "",
+    )
     waiting = waiting or next((r for s in statuses if (r := _reason(s, "state", "waiting"))), "")
-    last = next((r for s in [*statuses, *inits]
-                 if (r := _reason(s, "lastState", "terminated"))), "")
-    restarts = sum(s["restartCount"] for s in [*statuses, *inits]
-                   if isinstance(s.get("restartCount"), int))
-    values.update({
-        "pod_found": True,
-        "pod_name": name,
-        "pod_namespace": str(meta.get("namespace") or ""),
-        "pod_phase": str(status.get("phase") or ""),
-        "pod_ready": ready,
-        "pod_deleting": bool(meta.get("deletionTimestamp")),
-        "restart_count": restarts,
-        "waiting_reason": waiting,
-        "last_terminated_reason": last,
-    })
+    last = next(
+        (r for s in [*statuses, *inits] if (r := _reason(s, "lastState", "terminated"))), ""
+    )
+    restarts = sum(
+        s["restartCount"] for s in [*statuses, *inits] if isinstance(s.get("restartCount"), int)
+    )
+    values.update(
+        {
+            "pod_found": True,
+            "pod_name": name,
+            "pod_namespace": str(meta.get("namespace") or ""),
+            "pod_phase": str(status.get("phase") or ""),
+            "pod_ready": ready,
+            "pod_deleting": bool(meta.get("deletionTimestamp")),
+            "restart_count": restarts,
+            "waiting_reason": waiting,
+            "last_terminated_reason": last,
+        }
+    )
     ref = ev.find_line(f'"{name}"') if ev.format == "json" else ev.find_line(name)
-    for field_name in ("pod_found", "pod_name", "pod_phase", "pod_ready", "restart_count",
-                       "waiting_reason", "last_terminated_reason"):
+    for field_name in (
+        "pod_found",
+        "pod_name",
+        "pod_phase",
+        "pod_ready",
+        "restart_count",
+        "waiting_reason",
+        "last_terminated_reason",
+    ):
         cites[field_name] = [ref]
 
 

@@ -15,14 +15,22 @@ def render_facts_doc() -> str:
         "",
         "Every group also has `known` (bool) and `reason` (why it is unknown). When a group's",
         "evidence could not be read, `known` is false and every field holds its default, so a",
-        "condition like `kernel.known && kernel.xid_codes.exists(c, c == 79)` tells \"no Xid 79\"",
-        "from \"could not read the kernel log\". See `docs/playbooks.md`.",
+        'condition like `kernel.known && kernel.xid_codes.exists(c, c == 79)` tells "no Xid 79"',
+        'from "could not read the kernel log". See `docs/playbooks.md`.',
         "",
     ]
     for spec in specs().values():
         files = ", ".join(f"`{BUNDLE_FILES[k][0]}`" for k in spec.sources)
-        out += [f"## `{spec.name}`", "", spec.doc.strip(), "", f"Built from: {files}", "",
-                "| field | type | default | meaning |", "|---|---|---|---|"]
+        out += [
+            f"## `{spec.name}`",
+            "",
+            spec.doc.strip(),
+            "",
+            f"Built from: {files}",
+            "",
+            "| field | type | default | meaning |",
+            "|---|---|---|---|",
+        ]
         for name, field in spec.fields.items():
             default = repr(field.default).replace("|", "\\|")
             doc = " ".join(field.doc.split()).replace("|", "\\|")

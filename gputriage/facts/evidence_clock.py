@@ -19,8 +19,13 @@ from gputriage.facts.kube_objects import dict_list, items, mapping, obj
 #: Structured evidence whose objects carry times.
 _OBJECT_KEYS = (Key.POD, Key.NODE)
 _LIST_KEYS = (Key.NODES, Key.NODE_PODS, Key.EVENTS, Key.NODE_EVENTS, Key.OWNER_EVENTS)
-_EVENT_FIELDS = ("firstTimestamp", "lastTimestamp", "eventTime", "deprecatedFirstTimestamp",
-                 "deprecatedLastTimestamp")
+_EVENT_FIELDS = (
+    "firstTimestamp",
+    "lastTimestamp",
+    "eventTime",
+    "deprecatedFirstTimestamp",
+    "deprecatedLastTimestamp",
+)
 _CONDITION_FIELDS = ("lastHeartbeatTime", "lastTransitionTime", "lastProbeTime")
 _STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
 

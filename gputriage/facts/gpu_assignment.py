@@ -31,30 +31,40 @@ from gputriage.parsers.nvidia_smi import parse_nvidia_smi
 _SERIOUS_ACTIONS = ("RESET_GPU", "RESTART_BM", "CONTACT_SUPPORT")
 MAX_CITES = 20
 
-_GPU_KEYS = ("device_id (as the plugin named it), uuid, pci (0000:3B:00.0; '' when nvidia-smi "
-             "is unknown), serial, board_part_number, product, resource, faulty (bool), "
-             "fault (words: 'Xid 79', 'marked unhealthy by the device plugin'; '')")
+_GPU_KEYS = (
+    "device_id (as the plugin named it), uuid, pci (0000:3B:00.0; '' when nvidia-smi "
+    "is unknown), serial, board_part_number, product, resource, faulty (bool), "
+    "fault (words: 'Xid 79', 'marked unhealthy by the device plugin'; '')"
+)
 
 SPEC = GroupSpec(
     name="gpu_assignment",
     doc="Pod <-> GPU mapping on the node from the kubelet's device-plugin checkpoint, with each "
-        "GPU's identity from nvidia-smi (UUID, PCI bus id, serial, board part number) and the "
-        "faults the kernel log and the device plugin report for it.",
+    "GPU's identity from nvidia-smi (UUID, PCI bus id, serial, board part number) and the "
+    "faults the kernel log and the device plugin report for it.",
     sources=(Key.DEVICE_CHECKPOINT, Key.NVIDIA_SMI, Key.NODE_PODS),
     fields={
         "entries": FieldSpec("int", 0, "Container/resource entries in the checkpoint."),
         "registered": FieldSpec("map", {}, "Resource -> device IDs the plugins registered."),
-        "pod_gpus": FieldSpec("list<map>", [], "The GPUs of the pod under triage, one map per "
-                                               f"device and container: container, {_GPU_KEYS}."),
+        "pod_gpus": FieldSpec(
+            "list<map>",
+            [],
+            "The GPUs of the pod under triage, one map per "
+            f"device and container: container, {_GPU_KEYS}.",
+        ),
         "pod_on_faulty_gpu": FieldSpec("bool", False, "One of the pod's GPUs has a fault."),
         "gpu_pods": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             f"Every allocated device: {_GPU_KEYS}, pods (list of maps: namespace, name ('' when "
-            "the pod is not in node-pods), uid, container)."),
-        "faulty_gpus": FieldSpec("list<map>", [], "gpu_pods entries whose GPU has a fault: the "
-                                                  "pods on a broken GPU."),
-        "unassigned_faulty": FieldSpec("list<string>", [], "UUIDs (or PCI ids) with a fault "
-                                                           "that no pod holds."),
+            "the pod is not in node-pods), uid, container).",
+        ),
+        "faulty_gpus": FieldSpec(
+            "list<map>", [], "gpu_pods entries whose GPU has a fault: the pods on a broken GPU."
+        ),
+        "unassigned_faulty": FieldSpec(
+            "list<string>", [], "UUIDs (or PCI ids) with a fault that no pod holds."
+        ),
         "problems": FieldSpec("list<string>", [], "What could not be read in the checkpoint."),
     },
 )
@@ -79,11 +89,17 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
             info = identity.get(device) or identity.get(device.upper()) or {}
             uuid = str(info.get("uuid") or device)
             fault = faults.get(uuid) or faults.get(str(info.get("pci_slot", ""))) or ""
-            gpu = {"device_id": device, "uuid": uuid, "pci": str(info.get("pci") or ""),
-                   "serial": str(info.get("serial") or ""),
-                   "board_part_number": str(info.get("board_part_number") or ""),
-                   "product": str(info.get("product") or ""), "resource": entry.resource,
-                   "faulty": bool(fault), "fault": fault}
+            gpu = {
+                "device_id": device,
+                "uuid": uuid,
+                "pci": str(info.get("pci") or ""),
+                "serial": str(info.get("serial") or ""),
+                "board_part_number": str(info.get("board_part_number") or ""),
+                "product": str(info.get("product") or ""),
+                "resource": entry.resource,
+                "faulty": bool(fault),
+                "fault": fault,
+            }
             row = by_device.setdefault((entry.resource, device), {**gpu, "pods": []})
             row["pods"].append({**pod, "uid": entry.pod_uid, "container": entry.container})
             if target.uid and entry.pod_uid == target.uid:
@@ -93,16 +109,26 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
                     cites.setdefault("pod_gpus", []).append(ref)
     gpu_pods = list(by_device.values())
     faulty = [g for g in gpu_pods if g["faulty"]]
-    held = {g["uuid"] for g in gpu_pods} | {g["pci"].rsplit(".", 1)[0] for g in gpu_pods
-                                            if g["pci"]}
+    held = {g["uuid"] for g in gpu_pods} | {
+        g["pci"].rsplit(".", 1)[0] for g in gpu_pods if g["pci"]
+    }
     unassigned = sorted(k for k in faults if k not in held)
     if pod_gpus and any(g["faulty"] for g in pod_gpus):
         cites["pod_on_faulty_gpu"] = list(cites.get("pod_gpus", []))
-    return known(SPEC, {
-        "entries": len(checkpoint.entries), "registered": checkpoint.registered,
-        "pod_gpus": pod_gpus, "pod_on_faulty_gpu": any(g["faulty"] for g in pod_gpus),
-        "gpu_pods": gpu_pods, "faulty_gpus": faulty, "unassigned_faulty": unassigned,
-        "problems": checkpoint.problems}, cites)
+    return known(
+        SPEC,
+        {
+            "entries": len(checkpoint.entries),
+            "registered": checkpoint.registered,
+            "pod_gpus": pod_gpus,
+            "pod_on_faulty_gpu": any(g["faulty"] for g in pod_gpus),
+            "gpu_pods": gpu_pods,
+            "faulty_gpus": faulty,
+            "unassigned_faulty": unassigned,
+            "problems": checkpoint.problems,
+        },
+        cites,
+    )
 
 
 def _identities(ev: Evidence) -> dict[str, dict[str, str]]:
@@ -113,9 +139,14 @@ def _identities(ev: Evidence) -> dict[str, dict[str, str]]:
     snapshot = parse_nvidia_smi(ev.raw)
     for rec in snapshot.gpus:
         pci = rec.pci_bus_id or ""
-        info = {"uuid": rec.uuid, "pci": pci, "pci_slot": pci.rsplit(".", 1)[0] if pci else "",
-                "serial": rec.serial, "board_part_number": rec.board_part_number,
-                "product": rec.name}
+        info = {
+            "uuid": rec.uuid,
+            "pci": pci,
+            "pci_slot": pci.rsplit(".", 1)[0] if pci else "",
+            "serial": rec.serial,
+            "board_part_number": rec.board_part_number,
+            "product": rec.name,
+        }
         for key in (rec.uuid, str(rec.index)):
             if key:
                 found.setdefault(key, info)
@@ -125,31 +156,43 @@ def _identities(ev: Evidence) -> dict[str, dict[str, str]]:
     return found
 
 
-def _faults(earlier: Mapping[str, FactGroup],
-            identity: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+def _faults(
+    earlier: Mapping[str, FactGroup], identity: Mapping[str, Mapping[str, str]]
+) -> dict[str, str]:
     """UUID or PCI slot (0000:3B:00) -> the fault in words."""
     faults: dict[str, str] = {}
     kernel = earlier.get("kernel")
     if kernel is not None and kernel.known:
-        uuid_of = {str(i.get("pci", "")).upper(): str(i.get("uuid", ""))
-                   for i in kernel.values.get("gpu_identities", [])}
+        uuid_of = {
+            str(i.get("pci", "")).upper(): str(i.get("uuid", ""))
+            for i in kernel.values.get("gpu_identities", [])
+        }
         for x in kernel.values.get("xids", []):
             if not (x.get("hardware") or x.get("immediate_action") in _SERIOUS_ACTIONS):
                 continue
             pci = str(x.get("pci", "")).upper()
-            words = f"Xid {x.get('code')}" + (f" ({x.get('mnemonic')})" if x.get("mnemonic")
-                                               else "")
-            uuid = uuid_of.get(pci) or next((u for u, i in identity.items()
-                                             if i.get("pci_slot") == pci and u.startswith("GPU-")),
-                                            "")
+            words = f"Xid {x.get('code')}" + (
+                f" ({x.get('mnemonic')})" if x.get("mnemonic") else ""
+            )
+            uuid = uuid_of.get(pci) or next(
+                (
+                    u
+                    for u, i in identity.items()
+                    if i.get("pci_slot") == pci and u.startswith("GPU-")
+                ),
+                "",
+            )
             faults.setdefault(uuid or pci, words)
     plugin = earlier.get("device_plugin")
     if plugin is not None and plugin.known:
         for dev in plugin.values.get("unhealthy_devices", []):
             uuid = str(dev.get("uuid", ""))
             if uuid and uuid != "all":
-                faults.setdefault(uuid, "marked unhealthy by the device plugin" + (
-                    f" (Xid {dev.get('xid')})" if dev.get("xid") else ""))
+                faults.setdefault(
+                    uuid,
+                    "marked unhealthy by the device plugin"
+                    + (f" (Xid {dev.get('xid')})" if dev.get("xid") else ""),
+                )
     return faults
 
 
@@ -159,6 +202,8 @@ def _pod_names(ev: Evidence) -> dict[str, dict[str, str]]:
     for item in data.get("items") or []:
         meta = item.get("metadata") if isinstance(item, dict) else None
         if isinstance(meta, dict) and meta.get("uid"):
-            names[str(meta["uid"])] = {"namespace": str(meta.get("namespace") or ""),
-                                       "name": str(meta.get("name") or "")}
+            names[str(meta["uid"])] = {
+                "namespace": str(meta.get("namespace") or ""),
+                "name": str(meta.get("name") or ""),
+            }
     return names

@@ -26,39 +26,59 @@ from gputriage.facts.model import (
 )
 
 #: Validator log lines worth citing: the failure, not the progress chatter.
-_ERROR_WORDS = ("error", "failed", "fail", "unable", "cannot", "couldn't", "not found",
-                "no such", "timed out")
+_ERROR_WORDS = (
+    "error",
+    "failed",
+    "fail",
+    "unable",
+    "cannot",
+    "couldn't",
+    "not found",
+    "no such",
+    "timed out",
+)
 MAX_LINES = 5
 
 SPEC = GroupSpec(
     name="gpu_operator",
     doc="The NVIDIA GPU Operator on the node: its component pods and their state, the "
-        "validator's failing init containers and their log lines, and the ClusterPolicy "
-        "state. present is false on nodes the Operator does not manage.",
+    "validator's failing init containers and their log lines, and the ClusterPolicy "
+    "state. present is false on nodes the Operator does not manage.",
     sources=(Key.GPU_OPERATOR,),
     fields={
-        "present": FieldSpec("bool", False, "Operator component pods run on the node, or a "
-                                            "ClusterPolicy exists."),
-        "cluster_policy_state": FieldSpec("string", "", "status.state of the first "
-                                                        "ClusterPolicy (ready, notReady...; "
-                                                        "'' when none)."),
+        "present": FieldSpec(
+            "bool", False, "Operator component pods run on the node, or a ClusterPolicy exists."
+        ),
+        "cluster_policy_state": FieldSpec(
+            "string",
+            "",
+            "status.state of the first ClusterPolicy (ready, notReady...; '' when none).",
+        ),
         "components": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "One map per component pod on the node: component (driver, toolkit, "
             "device-plugin, validator, dcgm-exporter, dcgm, mig-manager, "
             "gpu-feature-discovery), pod, namespace, phase, ready (every container ready), "
             "waiting_reason ('' when none; Init:... reasons of init containers included), "
-            "restarts, failed_inits (init containers that have not succeeded)."),
+            "restarts, failed_inits (init containers that have not succeeded).",
+        ),
         "not_ready": FieldSpec("list<string>", [], "Components whose pod is not ready."),
-        "driver_containerized": FieldSpec("bool", False, "The Operator's driver pod runs on "
-                                                         "the node: the driver lives in a "
-                                                         "container (/run/nvidia/driver)."),
+        "driver_containerized": FieldSpec(
+            "bool",
+            False,
+            "The Operator's driver pod runs on "
+            "the node: the driver lives in a "
+            "container (/run/nvidia/driver).",
+        ),
         "validator_failures": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "Validator init containers that have not succeeded: container "
             "(driver-validation, toolkit-validation, cuda-validation, plugin-validation...), "
             "pod, lines (the log's error lines, at most 5; the last lines when none looks like "
-            "an error)."),
+            "an error).",
+        ),
     },
 )
 
@@ -76,8 +96,13 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         if not isinstance(entry, dict):
             continue
         lines = _error_lines(str(entry.get("log") or entry.get("error") or ""))
-        failures.append({"container": str(entry.get("container") or ""),
-                         "pod": str(entry.get("pod") or ""), "lines": lines})
+        failures.append(
+            {
+                "container": str(entry.get("container") or ""),
+                "pod": str(entry.get("pod") or ""),
+                "lines": lines,
+            }
+        )
         for line in lines:
             # The log sits JSON-escaped in gpu-operator.json: look for a run without quotes.
             ref = ev.find_line(max(re.split(r'["\\]', line), key=len)[:80].strip())
@@ -89,12 +114,18 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
             ref = ev.find_line(f'"name": "{c["pod"]}"')
             if ref.line:
                 cites.setdefault("not_ready", []).append(ref)
-    return known(SPEC, {
-        "present": bool(components or policies),
-        "cluster_policy_state": str(policies[0].get("state") or "") if policies else "",
-        "components": components, "not_ready": not_ready,
-        "driver_containerized": any(c["component"] == "driver" for c in components),
-        "validator_failures": failures}, cites)
+    return known(
+        SPEC,
+        {
+            "present": bool(components or policies),
+            "cluster_policy_state": str(policies[0].get("state") or "") if policies else "",
+            "components": components,
+            "not_ready": not_ready,
+            "driver_containerized": any(c["component"] == "driver" for c in components),
+            "validator_failures": failures,
+        },
+        cites,
+    )
 
 
 def _component(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -106,15 +137,25 @@ def _component(pod: Mapping[str, Any]) -> dict[str, Any]:
         if reason and reason not in ("PodInitializing",):
             waiting = str(reason)
             break
-    failed_inits = [str(s.get("name")) for s in inits
-                    if _m(_m(s.get("state")).get("terminated")).get("exitCode") != 0]
-    return {"component": str(pod.get("component") or ""), "pod": str(pod.get("name") or ""),
-            "namespace": str(pod.get("namespace") or ""), "phase": str(pod.get("phase") or ""),
-            "ready": bool(mains) and all(s.get("ready") is True for s in mains),
-            "waiting_reason": waiting,
-            "restarts": sum(int(s.get("restartCount") or 0) for s in (*inits, *mains)
-                            if str(s.get("restartCount") or "0").isdigit()),
-            "failed_inits": failed_inits}
+    failed_inits = [
+        str(s.get("name"))
+        for s in inits
+        if _m(_m(s.get("state")).get("terminated")).get("exitCode") != 0
+    ]
+    return {
+        "component": str(pod.get("component") or ""),
+        "pod": str(pod.get("name") or ""),
+        "namespace": str(pod.get("namespace") or ""),
+        "phase": str(pod.get("phase") or ""),
+        "ready": bool(mains) and all(s.get("ready") is True for s in mains),
+        "waiting_reason": waiting,
+        "restarts": sum(
+            int(s.get("restartCount") or 0)
+            for s in (*inits, *mains)
+            if str(s.get("restartCount") or "0").isdigit()
+        ),
+        "failed_inits": failed_inits,
+    }
 
 
 def _error_lines(log: str) -> list[str]:

@@ -27,41 +27,62 @@ from gputriage.facts.model import (
 from gputriage.parsers.nvidia_smi_perf import parse_perf
 
 #: Reasons that slow a GPU (idle, sync boost, application and display clocks are benign).
-SLOWING = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
-           "sw_thermal_slowdown")
+SLOWING = (
+    "sw_power_cap",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+)
 #: Fabric states short of registration (nvmlGpuFabricState: Not Started, In Progress).
 FABRIC_PENDING = ("Not Started", "In Progress")
 
 SPEC = GroupSpec(
     name="gpu_perf",
     doc="Performance state of the node's GPUs from nvidia-smi -q: PCIe link trained below its "
-        "maximum, clock event (throttle) reasons active now, and NVSwitch fabric registration "
-        "(Fabric Manager).",
+    "maximum, clock event (throttle) reasons active now, and NVSwitch fabric registration "
+    "(Fabric Manager).",
     sources=(Key.NVIDIA_SMI,),
     fields={
-        "gpus": FieldSpec("list<map>", [], "{index, uuid, pci, pcie_gen_max, pcie_gen_current, "
-                                           "pcie_width_max, pcie_width_current, reasons, "
-                                           "util_gpu, pstate, fabric_state, fabric_status}; -1 "
-                                           "/ \"\" when not reported."),
-        "pcie_downtrained": FieldSpec("list<map>", [], "{index, uuid, pci, gen_current, "
-                                                       "gen_max, width_current, width_max, "
-                                                       "why}: GPUs whose link runs narrower "
-                                                       "than its maximum, or a lower generation "
-                                                       "while busy."),
+        "gpus": FieldSpec(
+            "list<map>",
+            [],
+            "{index, uuid, pci, pcie_gen_max, pcie_gen_current, "
+            "pcie_width_max, pcie_width_current, reasons, "
+            "util_gpu, pstate, fabric_state, fabric_status}; -1 "
+            '/ "" when not reported.',
+        ),
+        "pcie_downtrained": FieldSpec(
+            "list<map>",
+            [],
+            "{index, uuid, pci, gen_current, "
+            "gen_max, width_current, width_max, "
+            "why}: GPUs whose link runs narrower "
+            "than its maximum, or a lower generation "
+            "while busy.",
+        ),
         "any_pcie_downtrained": FieldSpec("bool", False, "Some GPU's PCIe link is downtrained."),
-        "throttle_reasons": FieldSpec("list<string>", [], "Slowing reasons active on some GPU "
-                                                          "(sw_power_cap only while busy)."),
+        "throttle_reasons": FieldSpec(
+            "list<string>", [], "Slowing reasons active on some GPU (sw_power_cap only while busy)."
+        ),
         "thermal_throttling": FieldSpec("bool", False, "hw/sw thermal slowdown active."),
-        "power_throttling": FieldSpec("bool", False, "SW power cap (busy) or HW power brake "
-                                                     "active."),
-        "hw_slowdown": FieldSpec("bool", False, "HW slowdown active (thermal, power brake or "
-                                                "an external signal)."),
+        "power_throttling": FieldSpec(
+            "bool", False, "SW power cap (busy) or HW power brake active."
+        ),
+        "hw_slowdown": FieldSpec(
+            "bool", False, "HW slowdown active (thermal, power brake or an external signal)."
+        ),
         "fabric_states": FieldSpec("list<string>", [], "Distinct fabric states reported."),
-        "fabric_pending": FieldSpec("bool", False, "A GPU's fabric state is Not Started or In "
-                                                   "Progress: the Fabric Manager has not "
-                                                   "registered it."),
-        "fabric_failed": FieldSpec("bool", False, "Fabric state Completed with a status other "
-                                                  "than Success."),
+        "fabric_pending": FieldSpec(
+            "bool",
+            False,
+            "A GPU's fabric state is Not Started or In "
+            "Progress: the Fabric Manager has not "
+            "registered it.",
+        ),
+        "fabric_failed": FieldSpec(
+            "bool", False, "Fabric state Completed with a status other than Success."
+        ),
     },
 )
 
@@ -72,13 +93,16 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         return unknown_from(SPEC, ev)
     gpus = parse_perf(ev.raw)
     if not gpus:
-        return unknown(SPEC, f"{ev.source}: no per-GPU -q/-q -x blocks to read link, clock "
-                             "and fabric state from")
+        return unknown(
+            SPEC,
+            f"{ev.source}: no per-GPU -q/-q -x blocks to read link, clock and fabric state from",
+        )
     cites: dict[str, list[LineRef]] = {}
 
     def cite(field: str, g: dict[str, Any], text: str) -> None:
-        cites.setdefault(field, []).append(ev.cite(g["line"], f"{ev.lines()[g['line'] - 1]} "
-                                                              f"| {text}" if g["line"] else text))
+        cites.setdefault(field, []).append(
+            ev.cite(g["line"], f"{ev.lines()[g['line'] - 1]} | {text}" if g["line"] else text)
+        )
 
     down = []
     reasons: set[str] = set()
@@ -90,19 +114,35 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         if busy and 0 < g["pcie_gen_current"] < g["pcie_gen_max"]:
             why.append(f"Gen{g['pcie_gen_current']} of Gen{g['pcie_gen_max']} while busy")
         if why:
-            down.append({"index": g["index"], "uuid": g["uuid"], "pci": g["pci"],
-                         "gen_current": g["pcie_gen_current"], "gen_max": g["pcie_gen_max"],
-                         "width_current": g["pcie_width_current"],
-                         "width_max": g["pcie_width_max"], "why": ", ".join(why)})
+            down.append(
+                {
+                    "index": g["index"],
+                    "uuid": g["uuid"],
+                    "pci": g["pci"],
+                    "gen_current": g["pcie_gen_current"],
+                    "gen_max": g["pcie_gen_max"],
+                    "width_current": g["pcie_width_current"],
+                    "width_max": g["pcie_width_max"],
+                    "why": ", ".join(why),
+                }
+            )
             cite("pcie_downtrained", g, f"GPU {g['index']}: PCIe link {', '.join(why)}")
         active = [r for r in g["reasons"] if r in SLOWING and (r != "sw_power_cap" or busy)]
         reasons.update(active)
         if active:
-            cite("throttle_reasons", g, f"GPU {g['index']}: clocks held down by "
-                                        f"{', '.join(active)} (utilisation {g['util_gpu']} %)")
+            cite(
+                "throttle_reasons",
+                g,
+                f"GPU {g['index']}: clocks held down by "
+                f"{', '.join(active)} (utilisation {g['util_gpu']} %)",
+            )
         if g["fabric_state"]:
-            cite("fabric_states", g, f"GPU {g['index']}: fabric state {g['fabric_state']}, "
-                                     f"status {g['fabric_status'] or 'N/A'}")
+            cite(
+                "fabric_states",
+                g,
+                f"GPU {g['index']}: fabric state {g['fabric_state']}, "
+                f"status {g['fabric_status'] or 'N/A'}",
+            )
     states = sorted({g["fabric_state"] for g in gpus if g["fabric_state"]})
     values = {
         "gpus": gpus,
@@ -114,8 +154,12 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         "hw_slowdown": "hw_slowdown" in reasons,
         "fabric_states": states,
         "fabric_pending": any(s in FABRIC_PENDING for s in states),
-        "fabric_failed": any(g["fabric_state"] == "Completed" and g["fabric_status"]
-                             and g["fabric_status"] != "Success" for g in gpus),
+        "fabric_failed": any(
+            g["fabric_state"] == "Completed"
+            and g["fabric_status"]
+            and g["fabric_status"] != "Success"
+            for g in gpus
+        ),
     }
     cites["any_pcie_downtrained"] = cites.get("pcie_downtrained", [])
     for k in ("thermal_throttling", "power_throttling", "hw_slowdown"):

@@ -23,31 +23,54 @@ from gputriage.parsers.quantity import to_int
 
 NVIDIA_GPU = "nvidia.com/gpu"
 LEGACY_NVIDIA_GPU = "alpha.kubernetes.io/nvidia-gpu"
-_GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu", "gpu.intel.com/",
-                 # GPU-sharing layers: Volcano (vgpu-number/-memory/-cores, gpu-memory/-number),
-                 # Alibaba's gpushare (gpu-mem, gpu-count, gpu-core.percentage), Tencent's
-                 # gpu-manager (vcuda-core, vcuda-memory)
-                 "volcano.sh/vgpu-", "volcano.sh/gpu-", "aliyun.com/gpu", "tencent.com/vcuda-")
+_GPU_PREFIXES = (
+    "nvidia.com/gpu",
+    "nvidia.com/mig-",
+    "amd.com/gpu",
+    "gpu.intel.com/",
+    # GPU-sharing layers: Volcano (vgpu-number/-memory/-cores, gpu-memory/-number),
+    # Alibaba's gpushare (gpu-mem, gpu-count, gpu-core.percentage), Tencent's
+    # gpu-manager (vcuda-core, vcuda-memory)
+    "volcano.sh/vgpu-",
+    "volcano.sh/gpu-",
+    "aliyun.com/gpu",
+    "tencent.com/vcuda-",
+)
 #: Resources that share one physical GPU between pods (fractions, not whole devices).
-_SHARING_RESOURCES = frozenset({
-    "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores",
-    "aliyun.com/gpu-mem", "aliyun.com/gpu-core.percentage",
-    "volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores",
-    "volcano.sh/gpu-memory", "tencent.com/vcuda-core", "tencent.com/vcuda-memory",
-})
+_SHARING_RESOURCES = frozenset(
+    {
+        "nvidia.com/gpumem",
+        "nvidia.com/gpumem-percentage",
+        "nvidia.com/gpucores",
+        "aliyun.com/gpu-mem",
+        "aliyun.com/gpu-core.percentage",
+        "volcano.sh/vgpu-memory",
+        "volcano.sh/vgpu-memory-percentage",
+        "volcano.sh/vgpu-cores",
+        "volcano.sh/gpu-memory",
+        "tencent.com/vcuda-core",
+        "tencent.com/vcuda-memory",
+    }
+)
 #: ResourceQuota prefixes in front of a resource name (``requests.nvidia.com/gpu``).
 _QUOTA_PREFIXES = ("requests.", "limits.")
 
 
 def is_gpu_resource(name: str) -> bool:
     """True for GPU device resources (see the module docstring for the list)."""
-    return name.startswith(_GPU_PREFIXES) or name == LEGACY_NVIDIA_GPU or (
-        name in _SHARING_RESOURCES)
+    return (
+        name.startswith(_GPU_PREFIXES) or name == LEGACY_NVIDIA_GPU or (name in _SHARING_RESOURCES)
+    )
 
 
 #: Sharing-layer resources that are GPU fractions, whatever their exact spelling.
-_SHARING_PREFIXES = ("volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores", "tencent.com/vcuda-",
-                     "aliyun.com/gpu-mem", "aliyun.com/gpu-core")
+_SHARING_PREFIXES = (
+    "volcano.sh/vgpu-memory",
+    "volcano.sh/vgpu-cores",
+    "tencent.com/vcuda-",
+    "aliyun.com/gpu-mem",
+    "aliyun.com/gpu-core",
+)
 
 
 def is_mig_resource(name: str) -> bool:
@@ -56,15 +79,16 @@ def is_mig_resource(name: str) -> bool:
 
 def is_shared_resource(name: str) -> bool:
     """Resources that hand out a share of a GPU: ``*.shared`` renames and fractional ones."""
-    return is_gpu_resource(name) and (name.endswith(".shared") or name in _SHARING_RESOURCES
-                                      or name.startswith(_SHARING_PREFIXES))
+    return is_gpu_resource(name) and (
+        name.endswith(".shared") or name in _SHARING_RESOURCES or name.startswith(_SHARING_PREFIXES)
+    )
 
 
 def quota_resource(name: str) -> str:
     """The resource a quota line limits: ``requests.nvidia.com/gpu`` -> ``nvidia.com/gpu``."""
     for prefix in _QUOTA_PREFIXES:
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 

@@ -25,8 +25,15 @@ from typing import Any
 #: name contains one of the substrings.
 GPU_STACK: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("nvidia-device-plugin", ("k8s-device-plugin", "nvidia-device-plugin")),
-    ("gpu-operator-validator", ("gpu-operator-validator", "nvidia-operator-validator",
-                                "cuda-validator", "plugin-validator")),
+    (
+        "gpu-operator-validator",
+        (
+            "gpu-operator-validator",
+            "nvidia-operator-validator",
+            "cuda-validator",
+            "plugin-validator",
+        ),
+    ),
     ("nvidia-driver", ("nvidia-driver-daemonset", "nvidia/driver", "nvidia-driver")),
     ("nvidia-container-toolkit", ("container-toolkit", "nvidia-container-toolkit")),
     ("dcgm-exporter", ("dcgm-exporter", "nvidia-dcgm")),
@@ -36,15 +43,22 @@ GPU_STACK: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("nvidia-dra-driver", ("k8s-dra-driver", "dra-driver-gpu", "nvidia-dra-driver")),
     ("kubevirt-gpu-device-plugin", ("kubevirt-gpu-device-plugin",)),
     ("hami", ("hami-device-plugin", "projecthami/hami", "hami-scheduler", "/hami:")),
-    ("volcano-device-plugin", ("volcano-vgpu-device-plugin", "volcano-device-plugin",
-                               "volcanosh/volcano-device-plugin")),
-    ("sandbox-device-plugin", ("sandbox-device-plugin", "vgpu-device-manager",
-                               "vfio-manager")),
+    (
+        "volcano-device-plugin",
+        ("volcano-vgpu-device-plugin", "volcano-device-plugin", "volcanosh/volcano-device-plugin"),
+    ),
+    ("sandbox-device-plugin", ("sandbox-device-plugin", "vgpu-device-manager", "vfio-manager")),
 )
 #: Namespaces that hold only GPU-stack pods in standard installs.
 GPU_STACK_NAMESPACES = frozenset({"gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin"})
-_LABEL_KEYS = ("app", "app.kubernetes.io/name", "app.kubernetes.io/component",
-               "app.kubernetes.io/part-of", "k8s-app", "name")
+_LABEL_KEYS = (
+    "app",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "k8s-app",
+    "name",
+)
 _NO_DEVICES = frozenset({"", "void", "none"})
 
 
@@ -81,8 +95,9 @@ def is_nvidia_runtime_class(name: str) -> bool:
     return "nvidia" in name.lower()
 
 
-def involvement(*, gpu_resources: Mapping[str, int], dra: bool, runtime_class: str,
-                visible: str, component: str) -> list[str]:
+def involvement(
+    *, gpu_resources: Mapping[str, int], dra: bool, runtime_class: str, visible: str, component: str
+) -> list[str]:
     """Every reason the pod counts as GPU-involved, in words (empty: none)."""
     out: list[str] = []
     if gpu_resources:

@@ -25,28 +25,36 @@ from gputriage.parsers.nvidia_smi_perf import parse_nvlink, parse_topo
 SPEC = GroupSpec(
     name="gpu_topology",
     doc="GPU topology of the node: NUMA affinity per GPU (nvidia-smi topo -m), the pod's GPUs "
-        "spread over NUMA nodes, GPU pairs crossing the CPU interconnect (SYS), and NVLink "
-        "links reported inactive (nvidia-smi nvlink -s).",
+    "spread over NUMA nodes, GPU pairs crossing the CPU interconnect (SYS), and NVLink "
+    "links reported inactive (nvidia-smi nvlink -s).",
     sources=(Key.NVIDIA_TOPO, Key.NVLINK),
     fields={
         "topo_known": FieldSpec("bool", False, "nvidia-smi topo -m was read."),
         "nvlink_known": FieldSpec("bool", False, "nvidia-smi nvlink -s was read."),
-        "gpus": FieldSpec("list<map>", [], "{name, index, cpu_affinity, numa_affinity (-1 "
-                                           "N/A)}."),
-        "links": FieldSpec("list<map>", [], "{a, b, link}: X/NV#/PIX/PXB/PHB/NODE/SYS between "
-                                            "GPU a and GPU b."),
+        "gpus": FieldSpec("list<map>", [], "{name, index, cpu_affinity, numa_affinity (-1 N/A)}."),
+        "links": FieldSpec(
+            "list<map>", [], "{a, b, link}: X/NV#/PIX/PXB/PHB/NODE/SYS between GPU a and GPU b."
+        ),
         "pod_gpus": FieldSpec("list<int>", [], "Indexes of the pod's GPUs (see pod_gpus_known)."),
-        "pod_gpus_known": FieldSpec("bool", False, "The pod's GPUs are known (exporter pod "
-                                                   "labels, or the pod holds every GPU)."),
+        "pod_gpus_known": FieldSpec(
+            "bool",
+            False,
+            "The pod's GPUs are known (exporter pod labels, or the pod holds every GPU).",
+        ),
         "pod_numa_nodes": FieldSpec("list<int>", [], "NUMA nodes of the pod's GPUs."),
         "numa_split": FieldSpec("bool", False, "The pod's GPUs sit on two or more NUMA nodes."),
-        "sys_pairs": FieldSpec("list<map>", [], "{a, b}: pod GPU pairs whose traffic crosses "
-                                                "the SMP interconnect (SYS)."),
+        "sys_pairs": FieldSpec(
+            "list<map>",
+            [],
+            "{a, b}: pod GPU pairs whose traffic crosses the SMP interconnect (SYS).",
+        ),
         "nvlink_gpus": FieldSpec("int", 0, "GPUs listed by nvidia-smi nvlink -s."),
-        "nvlink_inactive": FieldSpec("list<map>", [], "{index, uuid, links, inactive}: GPUs "
-                                                      "with inactive NVLink links."),
-        "any_nvlink_inactive": FieldSpec("bool", False, "Some GPU has an inactive NVLink link "
-                                                        "while others are up."),
+        "nvlink_inactive": FieldSpec(
+            "list<map>", [], "{index, uuid, links, inactive}: GPUs with inactive NVLink links."
+        ),
+        "any_nvlink_inactive": FieldSpec(
+            "bool", False, "Some GPU has an inactive NVLink link while others are up."
+        ),
     },
 )
 
@@ -69,23 +77,31 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         pod_gpus = [g["index"] for g in gpus]
     mine = [g for g in gpus if g["index"] in pod_gpus]
     numa = sorted({g["numa_affinity"] for g in mine if g["numa_affinity"] >= 0})
-    sys_pairs = [{"a": lk["a"], "b": lk["b"]} for lk in topo.get("links", [])
-                 if lk["link"] == "SYS" and lk["a"] in pod_gpus and lk["b"] in pod_gpus]
+    sys_pairs = [
+        {"a": lk["a"], "b": lk["b"]}
+        for lk in topo.get("links", [])
+        if lk["link"] == "SYS" and lk["a"] in pod_gpus and lk["b"] in pod_gpus
+    ]
     if mine:
         cites["numa_split"] = [topo_ev.cite(g["line"]) for g in mine]
         cites["pod_numa_nodes"] = cites["numa_split"]
         cites["sys_pairs"] = cites["numa_split"]
-    inactive = [{"index": g["index"], "uuid": g["uuid"], "links": g["links"],
-                 "inactive": g["inactive"]} for g in nvl if g["inactive"]]
+    inactive = [
+        {"index": g["index"], "uuid": g["uuid"], "links": g["links"], "inactive": g["inactive"]}
+        for g in nvl
+        if g["inactive"]
+    ]
     any_active = any(g["active"] for g in nvl)
-    cites["nvlink_inactive"] = [nvl_ev.cite(n) for g in nvl for n in
-                                [g["line"], *g["inactive_lines"]] if g["inactive"]]
+    cites["nvlink_inactive"] = [
+        nvl_ev.cite(n) for g in nvl for n in [g["line"], *g["inactive_lines"]] if g["inactive"]
+    ]
     cites["any_nvlink_inactive"] = cites["nvlink_inactive"]
     values = {
         "topo_known": bool(topo),
         "nvlink_known": bool(nvl),
-        "gpus": [{k: g[k] for k in ("name", "index", "cpu_affinity", "numa_affinity")}
-                 for g in gpus],
+        "gpus": [
+            {k: g[k] for k in ("name", "index", "cpu_affinity", "numa_affinity")} for g in gpus
+        ],
         "links": topo.get("links", []),
         "pod_gpus": pod_gpus,
         "pod_gpus_known": bool(mine),

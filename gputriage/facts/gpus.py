@@ -40,67 +40,96 @@ _GPU_DOC = (
     "remapped_rows_pending, remapped_rows_failure, recovery_action, reset_required, mig_mode, "
     "mig_enabled, mig_devices [{gpu_instance, compute_instance, profile, memory_total_mib, "
     "memory_used_mib, uuid}], processes [{pid, name, type, used_memory_mib, gpu_instance, "
-    "compute_instance}], errors [\"field: Unknown Error\"]}; -1 / \"\" / false when not reported")
+    'compute_instance}], errors ["field: Unknown Error"]}; -1 / "" / false when not reported'
+)
 
 SPEC = GroupSpec(
     name="gpus",
     doc="The node's GPUs as nvidia-smi (or NVML) reports them: per-GPU memory, ECC, retired "
-        "pages, row remapping, recovery action, MIG and processes, or the error nvidia-smi "
-        "printed instead (GPU lost, driver unreachable, NVML version mismatch, no devices).",
+    "pages, row remapping, recovery action, MIG and processes, or the error nvidia-smi "
+    "printed instead (GPU lost, driver unreachable, NVML version mismatch, no devices).",
     sources=(Key.NVIDIA_SMI,),
     fields={
         "status": FieldSpec(
-            "string", "",
+            "string",
+            "",
             "ok | gpu_lost | unknown_error | nvml_mismatch | driver_unreachable | no_devices | "
             "unparsed. gpu_lost/unknown_error: nvidia-smi could not get a device handle "
-            "(see lost_pci_ids)."),
-        "message": FieldSpec("string", "",
-                             "nvidia-smi's own error text, or a note such as \"the output "
-                             "describes 1 of 8 attached GPUs\"."),
-        "source_format": FieldSpec("string", "",
-                                   "xml | text (-q) | table | list (-L) | csv | error | nvml."),
-        "driver_version": FieldSpec("string", "", "Driver version (\"\" when not printed)."),
+            "(see lost_pci_ids).",
+        ),
+        "message": FieldSpec(
+            "string",
+            "",
+            "nvidia-smi's own error text, or a note such as \"the output "
+            'describes 1 of 8 attached GPUs".',
+        ),
+        "source_format": FieldSpec(
+            "string", "", "xml | text (-q) | table | list (-L) | csv | error | nvml."
+        ),
+        "driver_version": FieldSpec("string", "", 'Driver version ("" when not printed).'),
         "cuda_version": FieldSpec("string", "", "CUDA version the driver supports."),
         "count": FieldSpec("int", 0, "GPUs described in the output."),
-        "attached": FieldSpec("int", -1, "\"Attached GPUs\" as printed (-1 when not printed)."),
-        "missing_gpus": FieldSpec("int", 0,
-                                  "attached - count when both are known: GPUs the driver "
-                                  "counts but the output does not describe."),
+        "attached": FieldSpec("int", -1, '"Attached GPUs" as printed (-1 when not printed).'),
+        "missing_gpus": FieldSpec(
+            "int",
+            0,
+            "attached - count when both are known: GPUs the driver "
+            "counts but the output does not describe.",
+        ),
         "gpus": FieldSpec("list<map>", [], "One map per GPU: " + _GPU_DOC + "."),
-        "pci_ids": FieldSpec("list<string>", [], "PCI bus ids of the described GPUs "
-                                                 "(0000:3B:00.0)."),
-        "pci_slots": FieldSpec("list<string>", [], "The same without the function digit "
-                                                   "(0000:3B:00), to compare with Xid lines."),
+        "pci_ids": FieldSpec(
+            "list<string>", [], "PCI bus ids of the described GPUs (0000:3B:00.0)."
+        ),
+        "pci_slots": FieldSpec(
+            "list<string>",
+            [],
+            "The same without the function digit (0000:3B:00), to compare with Xid lines.",
+        ),
         "uuids": FieldSpec("list<string>", [], "GPU UUIDs."),
         "models": FieldSpec("list<string>", [], "Distinct product names."),
-        "lost_pci_ids": FieldSpec("list<string>", [],
-                                  "GPUs nvidia-smi could not get a handle for (\"Unable to "
-                                  "determine the device handle for GPU 0000:3B:00.0\")."),
-        "gpu_lost": FieldSpec("bool", False,
-                              "status is gpu_lost, or some GPU has no device handle."),
-        "any_remap_pending": FieldSpec("bool", False,
-                                       "A GPU has row remapping pending (needs a GPU reset to "
-                                       "take effect)."),
-        "any_remap_failure": FieldSpec("bool", False,
-                                       "A GPU ran out of spare rows (remapping failure): RMA "
-                                       "candidate."),
-        "any_dbe": FieldSpec("bool", False,
-                             "A GPU reports uncorrectable (double-bit) ECC errors, volatile "
-                             "or aggregate."),
-        "any_retired_pending": FieldSpec("bool", False,
-                                         "A GPU has retired pages pending (pre-Ampere)."),
-        "any_reset_required": FieldSpec("bool", False,
-                                        "A GPU needs a reset or more: recovery action other "
-                                        "than None, or row remapping pending."),
-        "recovery_actions": FieldSpec("list<string>", [],
-                                      "Distinct recovery actions other than None (Reset, "
-                                      "Reboot, Drain P2P, Drain and Reset...)."),
-        "any_field_errors": FieldSpec("bool", False,
-                                      "Some GPU answered a query with Unknown Error or ERR!."),
+        "lost_pci_ids": FieldSpec(
+            "list<string>",
+            [],
+            'GPUs nvidia-smi could not get a handle for ("Unable to '
+            'determine the device handle for GPU 0000:3B:00.0").',
+        ),
+        "gpu_lost": FieldSpec(
+            "bool", False, "status is gpu_lost, or some GPU has no device handle."
+        ),
+        "any_remap_pending": FieldSpec(
+            "bool", False, "A GPU has row remapping pending (needs a GPU reset to take effect)."
+        ),
+        "any_remap_failure": FieldSpec(
+            "bool", False, "A GPU ran out of spare rows (remapping failure): RMA candidate."
+        ),
+        "any_dbe": FieldSpec(
+            "bool",
+            False,
+            "A GPU reports uncorrectable (double-bit) ECC errors, volatile or aggregate.",
+        ),
+        "any_retired_pending": FieldSpec(
+            "bool", False, "A GPU has retired pages pending (pre-Ampere)."
+        ),
+        "any_reset_required": FieldSpec(
+            "bool",
+            False,
+            "A GPU needs a reset or more: recovery action other "
+            "than None, or row remapping pending.",
+        ),
+        "recovery_actions": FieldSpec(
+            "list<string>",
+            [],
+            "Distinct recovery actions other than None (Reset, "
+            "Reboot, Drain P2P, Drain and Reset...).",
+        ),
+        "any_field_errors": FieldSpec(
+            "bool", False, "Some GPU answered a query with Unknown Error or ERR!."
+        ),
         "mig_enabled": FieldSpec("bool", False, "Some GPU has MIG mode enabled."),
         "mig_device_count": FieldSpec("int", 0, "MIG devices across all GPUs."),
-        "mig_profiles": FieldSpec("list<string>", [],
-                                  "Distinct MIG profiles (1g.10gb...), when -L was included."),
+        "mig_profiles": FieldSpec(
+            "list<string>", [], "Distinct MIG profiles (1g.10gb...), when -L was included."
+        ),
         "max_memory_mib": FieldSpec("int", -1, "Largest GPU memory size in MiB."),
         "process_count": FieldSpec("int", 0, "Processes listed on all GPUs."),
     },
@@ -109,7 +138,8 @@ SPEC = GroupSpec(
 _HEADER = re.compile(
     r"^\s*(?:GPU\s+|<gpu id=\")(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
     r"|^\|\s+\d+\s.*?\|\s*(?P<row>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
-    r"|GPU (?P<index>\d+): [^\n]*\(UUID: GPU-")
+    r"|GPU (?P<index>\d+): [^\n]*\(UUID: GPU-"
+)
 _BLOCK_SPAN = 800
 # The NVML adapter's JSON (indent 2): GPU objects sit at indent 4 inside "gpus": [...].
 _JSON_OPEN = re.compile(r"^ {4}\{\s*$")
@@ -120,18 +150,18 @@ _JSON_INDEX = re.compile(r'^ {6}"index":\s*(\d+)')
 # Lines inside a GPU's block that support a derived flag (-q text, XML and NVML JSON).
 _PATTERNS = {
     "remap_pending": r"^\s*Pending\s*:\s*Yes|<remapped_row_pending>\s*Yes"
-                     r'|"remapped_rows_pending": true',
+    r'|"remapped_rows_pending": true',
     "remap_failure": r"Remapping Failure Occurred\s*:\s*Yes|<remapped_row_failure>\s*Yes"
-                     r'|"remapped_rows_failure": true',
+    r'|"remapped_rows_failure": true',
     "dbe": r"(?i)(?:uncorrectable|double bit)[^:<]*(?::\s*|>)\s*[1-9]|<double_bit>|ECC Errors|"
-           r'<ecc_errors>|Uncorr\. ECC|"ecc_(?:volatile|aggregate)_dbe": [1-9]',
+    r'<ecc_errors>|Uncorr\. ECC|"ecc_(?:volatile|aggregate)_dbe": [1-9]',
     "retired_pending": r"Pending Page (?:Blacklist|Retirement)\s*:\s*Yes"
-                       r'|<pending_(?:retirement|blacklist)>\s*Yes|"retired_pages_pending": true',
+    r'|<pending_(?:retirement|blacklist)>\s*Yes|"retired_pages_pending": true',
     "reset": r"GPU Recovery Action|<gpu_recovery_action>|Reset Required\s*:\s*Yes"
-             r"|Drain and Reset Recommended\s*:\s*Yes|<reset_required>\s*Yes"
-             r"|<drain_and_reset_recommended>\s*Yes|^\s*Pending\s*:\s*Yes"
-             r'|<remapped_row_pending>\s*Yes|"recovery_action": "(?!None")[^"]+"'
-             r'|"remapped_rows_pending": true',
+    r"|Drain and Reset Recommended\s*:\s*Yes|<reset_required>\s*Yes"
+    r"|<drain_and_reset_recommended>\s*Yes|^\s*Pending\s*:\s*Yes"
+    r'|<remapped_row_pending>\s*Yes|"recovery_action": "(?!None")[^"]+"'
+    r'|"remapped_rows_pending": true',
     "mig": r'MIG Mode|<mig_mode>|MIG \S+\s+Device|"mig_mode": "Enabled"',
     "errors": r"Unknown Error|ERR!",
 }
@@ -149,8 +179,9 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     else:
         snapshot = parse_nvidia_smi(ev.raw)
     if snapshot.status == "unparsed" and not snapshot.gpus:
-        return unknown(SPEC, f"{ev.source}: nvidia-smi output could not be read: "
-                             f"{snapshot.message}")
+        return unknown(
+            SPEC, f"{ev.source}: nvidia-smi output could not be read: {snapshot.message}"
+        )
     return _facts(snapshot, ev)
 
 
@@ -158,8 +189,9 @@ def _facts(s: GpuSnapshot, ev: Evidence) -> FactGroup:
     gpus = [_gpu(g) for g in s.gpus]
     attached = s.attached_gpus if s.attached_gpus is not None else -1
     profiles = sorted({m["profile"] for g in gpus for m in g["mig_devices"] if m["profile"]})
-    actions = sorted({g["recovery_action"] for g in gpus
-                      if g["recovery_action"] not in ("", "None")})
+    actions = sorted(
+        {g["recovery_action"] for g in gpus if g["recovery_action"] not in ("", "None")}
+    )
     memory = [g["memory_total_mib"] for g in gpus if g["memory_total_mib"] >= 0]
     values: dict[str, Any] = {
         "status": s.status,
@@ -225,22 +257,30 @@ def _gpu(g: GpuRecord) -> dict[str, Any]:
         "reset_required": pending or action not in ("", "None"),
         "mig_mode": g.mig_mode or "",
         "mig_enabled": g.mig_mode == "Enabled",
-        "mig_devices": [{
-            "gpu_instance": _int(m.get("gpu_instance")),
-            "compute_instance": _int(m.get("compute_instance")),
-            "profile": str(m.get("profile") or ""),
-            "memory_total_mib": _int(m.get("memory_total_mib")),
-            "memory_used_mib": _int(m.get("memory_used_mib")),
-            "uuid": str(m.get("uuid") or ""),
-        } for m in g.mig_devices if isinstance(m, dict)],
-        "processes": [{
-            "pid": _int(p.get("pid")),
-            "name": str(p.get("name") or ""),
-            "type": str(p.get("type") or ""),
-            "used_memory_mib": _int(p.get("used_memory_mib")),
-            "gpu_instance": _int(p.get("gpu_instance")),
-            "compute_instance": _int(p.get("compute_instance")),
-        } for p in g.processes if isinstance(p, dict)],
+        "mig_devices": [
+            {
+                "gpu_instance": _int(m.get("gpu_instance")),
+                "compute_instance": _int(m.get("compute_instance")),
+                "profile": str(m.get("profile") or ""),
+                "memory_total_mib": _int(m.get("memory_total_mib")),
+                "memory_used_mib": _int(m.get("memory_used_mib")),
+                "uuid": str(m.get("uuid") or ""),
+            }
+            for m in g.mig_devices
+            if isinstance(m, dict)
+        ],
+        "processes": [
+            {
+                "pid": _int(p.get("pid")),
+                "name": str(p.get("name") or ""),
+                "type": str(p.get("type") or ""),
+                "used_memory_mib": _int(p.get("used_memory_mib")),
+                "gpu_instance": _int(p.get("gpu_instance")),
+                "compute_instance": _int(p.get("compute_instance")),
+            }
+            for p in g.processes
+            if isinstance(p, dict)
+        ],
         "errors": [str(e) for e in g.errors],
     }
 
@@ -258,8 +298,10 @@ class _Blocks:
         self.lines = ev.lines()
         found = self._json_spans() if ev.format == "nvml" else self._text_spans()
         # index -> (header line, first line searched, line after the last searched)
-        self.spans = {g.index: found.get(normalize_pci(g.pci_bus_id))
-                      or found.get(f"#{g.index}") or (0, 0, 0) for g in s.gpus}
+        self.spans = {
+            g.index: found.get(normalize_pci(g.pci_bus_id)) or found.get(f"#{g.index}") or (0, 0, 0)
+            for g in s.gpus
+        }
 
     def _text_spans(self) -> dict[str, tuple[int, int, int]]:
         heads: list[tuple[str, int]] = []
@@ -354,8 +396,15 @@ def _cites(s: GpuSnapshot, gpus: list[dict[str, Any]], ev: Evidence) -> dict[str
     add("lost_pci_ids", [r for pci in s.lost_pci_ids for r in blocks.first(pci[5:], fold=True)])
     add("gpu_lost", cites.get("lost_pci_ids", []) or cites.get("status", []))
     if s.driver_version:
-        add("driver_version", _line_with(blocks.lines, ev, ("Driver Version", "driver_version",
-                                                            "KMD Version"), s.driver_version))
+        add(
+            "driver_version",
+            _line_with(
+                blocks.lines,
+                ev,
+                ("Driver Version", "driver_version", "KMD Version"),
+                s.driver_version,
+            ),
+        )
     add("attached", _line_with(blocks.lines, ev, ("Attached GPUs", "attached_gpus"), ""))
     add("missing_gpus", cites.get("attached", []) if _has_missing(s) else [])
     return {k: v for k, v in cites.items() if v}
@@ -365,11 +414,15 @@ def _has_missing(s: GpuSnapshot) -> bool:
     return s.attached_gpus is not None and s.attached_gpus > len(s.gpus)
 
 
-def _line_with(lines: list[str], ev: Evidence, labels: tuple[str, ...],
-               value: str) -> list[LineRef]:
+def _line_with(
+    lines: list[str], ev: Evidence, labels: tuple[str, ...], value: str
+) -> list[LineRef]:
     """The last line holding one of ``labels`` and ``value`` (a capture's newest block)."""
-    found = [n for n, text in enumerate(lines, 1)
-             if value in text and any(label in text for label in labels)]
+    found = [
+        n
+        for n, text in enumerate(lines, 1)
+        if value in text and any(label in text for label in labels)
+    ]
     return [ev.cite(found[-1], lines[found[-1] - 1].strip())] if found else []
 
 

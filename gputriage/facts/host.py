@@ -31,8 +31,9 @@ from gputriage.parsers.host import (
     parse_lsmod,
 )
 
-_MODULE_FIELDS = {name: FieldSpec("bool", False, f"The {name} kernel module is loaded.")
-                  for name in GPU_MODULES}
+_MODULE_FIELDS = {
+    name: FieldSpec("bool", False, f"The {name} kernel module is loaded.") for name in GPU_MODULES
+}
 _DEVICE_FLAGS = {
     "dev_nvidiactl": "nvidiactl",
     "dev_nvidia_uvm": "nvidia-uvm",
@@ -44,64 +45,92 @@ _DEVICE_FLAGS = {
 SPEC = GroupSpec(
     name="host",
     doc="The GPU node's host setup: NVIDIA kernel modules (lsmod), device nodes "
-        "(ls -l /dev/nvidia*) and containerd's NVIDIA runtime, cgroup driver and CDI settings.",
+    "(ls -l /dev/nvidia*) and containerd's NVIDIA runtime, cgroup driver and CDI settings.",
     sources=(Key.LSMOD, Key.DEV_NVIDIA, Key.CONTAINERD_CONFIG),
     fields={
         "modules_known": FieldSpec("bool", False, "lsmod output was read."),
-        "modules_reason": FieldSpec("string", "", "Why modules are unknown (\"\" when known)."),
+        "modules_reason": FieldSpec("string", "", 'Why modules are unknown ("" when known).'),
         "modules": FieldSpec("list<string>", [], "Every loaded module name, as listed."),
-        "module_use_counts": FieldSpec("map", {},
-                                       "Use count of each GPU-related module that is loaded "
-                                       "({\"nvidia\": 2, ...})."),
+        "module_use_counts": FieldSpec(
+            "map", {}, 'Use count of each GPU-related module that is loaded ({"nvidia": 2, ...}).'
+        ),
         **_MODULE_FIELDS,
         "devices_known": FieldSpec("bool", False, "ls -l /dev/nvidia* output was read."),
-        "devices_reason": FieldSpec("string", "", "Why devices are unknown (\"\" when known)."),
-        "device_nodes": FieldSpec("list<string>", [],
-                                  "Names of the /dev/nvidia* entries (nvidia0, nvidiactl, "
-                                  "nvidia-uvm, nvidia-caps, nvidia-cap1...)."),
+        "devices_reason": FieldSpec("string", "", 'Why devices are unknown ("" when known).'),
+        "device_nodes": FieldSpec(
+            "list<string>",
+            [],
+            "Names of the /dev/nvidia* entries (nvidia0, nvidiactl, "
+            "nvidia-uvm, nvidia-caps, nvidia-cap1...).",
+        ),
         "gpu_device_nodes": FieldSpec("int", 0, "How many /dev/nvidiaN nodes exist."),
         "dev_nvidiactl": FieldSpec("bool", False, "/dev/nvidiactl exists."),
-        "dev_nvidia_uvm": FieldSpec("bool", False,
-                                    "/dev/nvidia-uvm exists (CUDA needs it; it is created "
-                                    "when nvidia_uvm loads and a tool first opens it)."),
+        "dev_nvidia_uvm": FieldSpec(
+            "bool",
+            False,
+            "/dev/nvidia-uvm exists (CUDA needs it; it is created "
+            "when nvidia_uvm loads and a tool first opens it).",
+        ),
         "dev_nvidia_uvm_tools": FieldSpec("bool", False, "/dev/nvidia-uvm-tools exists."),
         "dev_nvidia_modeset": FieldSpec("bool", False, "/dev/nvidia-modeset exists."),
-        "dev_nvidia_caps": FieldSpec("bool", False,
-                                     "/dev/nvidia-caps exists (MIG capability nodes)."),
-        "dev_missing": FieldSpec("list<string>", [],
-                                 "Paths ls reported as missing (\"/dev/nvidia*\" when none "
-                                 "exist at all)."),
+        "dev_nvidia_caps": FieldSpec(
+            "bool", False, "/dev/nvidia-caps exists (MIG capability nodes)."
+        ),
+        "dev_missing": FieldSpec(
+            "list<string>",
+            [],
+            'Paths ls reported as missing ("/dev/nvidia*" when none exist at all).',
+        ),
         "containerd_known": FieldSpec("bool", False, "containerd's config was read and parsed."),
-        "containerd_reason": FieldSpec("string", "",
-                                       "Why containerd facts are unknown, e.g. \"invalid TOML: "
-                                       "... (at line 3, column 5)\"."),
-        "containerd_layout": FieldSpec("string", "",
-                                       "v1 (plugins.cri) | v2 (io.containerd.grpc.v1.cri, "
-                                       "containerd 1.x) | v3 (io.containerd.cri.v1.runtime, "
-                                       "containerd 2.x)."),
-        "containerd_runtimes": FieldSpec("list<map>", [],
-                                         "{name, runtime_type, binary_name, systemd_cgroup} per "
-                                         "configured runtime (systemd_cgroup false when unset)."),
-        "containerd_nvidia_runtime": FieldSpec("bool", False,
-                                               "A runtime launches nvidia-container-runtime "
-                                               "(named nvidia, or BinaryName says so)."),
-        "containerd_nvidia_runtime_name": FieldSpec("string", "",
-                                                    "That runtime's name (the RuntimeClass "
-                                                    "handler to use)."),
+        "containerd_reason": FieldSpec(
+            "string",
+            "",
+            'Why containerd facts are unknown, e.g. "invalid TOML: ... (at line 3, column 5)".',
+        ),
+        "containerd_layout": FieldSpec(
+            "string",
+            "",
+            "v1 (plugins.cri) | v2 (io.containerd.grpc.v1.cri, "
+            "containerd 1.x) | v3 (io.containerd.cri.v1.runtime, "
+            "containerd 2.x).",
+        ),
+        "containerd_runtimes": FieldSpec(
+            "list<map>",
+            [],
+            "{name, runtime_type, binary_name, systemd_cgroup} per "
+            "configured runtime (systemd_cgroup false when unset).",
+        ),
+        "containerd_nvidia_runtime": FieldSpec(
+            "bool",
+            False,
+            "A runtime launches nvidia-container-runtime (named nvidia, or BinaryName says so).",
+        ),
+        "containerd_nvidia_runtime_name": FieldSpec(
+            "string", "", "That runtime's name (the RuntimeClass handler to use)."
+        ),
         "containerd_nvidia_binary": FieldSpec("string", "", "That runtime's BinaryName."),
-        "containerd_default_runtime": FieldSpec("string", "",
-                                                "default_runtime_name (\"nvidia\" makes every "
-                                                "pod go through the NVIDIA runtime)."),
-        "containerd_systemd_cgroup": FieldSpec("bool", False,
-                                               "SystemdCgroup of the NVIDIA runtime (of the "
-                                               "default runtime when there is none)."),
-        "containerd_runc_systemd_cgroup": FieldSpec("bool", False,
-                                                    "SystemdCgroup of the runc runtime: a "
-                                                    "mismatch with the NVIDIA runtime gets GPU "
-                                                    "pods killed (k3s)."),
-        "containerd_cdi_enabled": FieldSpec("bool", False,
-                                            "CDI is enabled (enable_cdi; containerd 2.x "
-                                            "defaults to true, 1.7 to false)."),
+        "containerd_default_runtime": FieldSpec(
+            "string",
+            "",
+            'default_runtime_name ("nvidia" makes every pod go through the NVIDIA runtime).',
+        ),
+        "containerd_systemd_cgroup": FieldSpec(
+            "bool",
+            False,
+            "SystemdCgroup of the NVIDIA runtime (of the default runtime when there is none).",
+        ),
+        "containerd_runc_systemd_cgroup": FieldSpec(
+            "bool",
+            False,
+            "SystemdCgroup of the runc runtime: a "
+            "mismatch with the NVIDIA runtime gets GPU "
+            "pods killed (k3s).",
+        ),
+        "containerd_cdi_enabled": FieldSpec(
+            "bool",
+            False,
+            "CDI is enabled (enable_cdi; containerd 2.x defaults to true, 1.7 to false).",
+        ),
         "containerd_cdi_spec_dirs": FieldSpec("list<string>", [], "cdi_spec_dirs as set."),
     },
 )
@@ -128,8 +157,9 @@ class _Parsed(Protocol):
 _P = TypeVar("_P", bound=_Parsed)
 
 
-def _parsed(ev: Evidence, values: dict[str, Any], part: str,
-            parse: Callable[[str], _P]) -> _P | None:
+def _parsed(
+    ev: Evidence, values: dict[str, Any], part: str, parse: Callable[[str], _P]
+) -> _P | None:
     """Parse one host source, or record in ``<part>_reason`` why it is not usable."""
     if not ev.ok:
         values[f"{part}_reason"] = reason_for(ev)
@@ -148,8 +178,9 @@ def _modules(ev: Evidence, values: dict[str, Any], cites: dict[str, list[LineRef
     lines = ev.lines()
     values["modules_known"] = True
     values["modules"] = [m.name for m in listing.modules]
-    values["module_use_counts"] = {m.name: m.use_count for m in listing.modules
-                                   if m.name in GPU_MODULES}
+    values["module_use_counts"] = {
+        m.name: m.use_count for m in listing.modules if m.name in GPU_MODULES
+    }
     for name in GPU_MODULES:
         values[name] = listing.get(name) is not None
         line = listing.lines.get(name)
@@ -185,22 +216,29 @@ def _containerd(ev: Evidence, values: dict[str, Any], cites: dict[str, list[Line
     nvidia = config.nvidia_runtime()
     primary = nvidia or config.runtime(config.default_runtime)
     runc = config.runtime("runc")
-    values.update({
-        "containerd_known": True,
-        "containerd_layout": config.layout,
-        "containerd_runtimes": [{
-            "name": r.name, "runtime_type": r.runtime_type, "binary_name": r.binary_name,
-            "systemd_cgroup": bool(r.systemd_cgroup),
-        } for r in config.runtimes],
-        "containerd_nvidia_runtime": nvidia is not None,
-        "containerd_nvidia_runtime_name": nvidia.name if nvidia else "",
-        "containerd_nvidia_binary": nvidia.binary_name if nvidia else "",
-        "containerd_default_runtime": config.default_runtime,
-        "containerd_systemd_cgroup": bool(primary and primary.systemd_cgroup),
-        "containerd_runc_systemd_cgroup": bool(runc and runc.systemd_cgroup),
-        "containerd_cdi_enabled": bool(config.cdi_enabled),
-        "containerd_cdi_spec_dirs": list(config.cdi_spec_dirs),
-    })
+    values.update(
+        {
+            "containerd_known": True,
+            "containerd_layout": config.layout,
+            "containerd_runtimes": [
+                {
+                    "name": r.name,
+                    "runtime_type": r.runtime_type,
+                    "binary_name": r.binary_name,
+                    "systemd_cgroup": bool(r.systemd_cgroup),
+                }
+                for r in config.runtimes
+            ],
+            "containerd_nvidia_runtime": nvidia is not None,
+            "containerd_nvidia_runtime_name": nvidia.name if nvidia else "",
+            "containerd_nvidia_binary": nvidia.binary_name if nvidia else "",
+            "containerd_default_runtime": config.default_runtime,
+            "containerd_systemd_cgroup": bool(primary and primary.systemd_cgroup),
+            "containerd_runc_systemd_cgroup": bool(runc and runc.systemd_cgroup),
+            "containerd_cdi_enabled": bool(config.cdi_enabled),
+            "containerd_cdi_spec_dirs": list(config.cdi_spec_dirs),
+        }
+    )
     lines = ev.lines()
     section = f"runtimes.{nvidia.name}" if nvidia else ""
     wanted = {
@@ -208,8 +246,10 @@ def _containerd(ev: Evidence, values: dict[str, Any], cites: dict[str, list[Line
         "containerd_nvidia_runtime_name": (section, ""),
         "containerd_nvidia_binary": (section, "BinaryName"),
         "containerd_default_runtime": ("", "default_runtime_name"),
-        "containerd_systemd_cgroup": (f"runtimes.{primary.name}" if primary else "",
-                                      "SystemdCgroup"),
+        "containerd_systemd_cgroup": (
+            f"runtimes.{primary.name}" if primary else "",
+            "SystemdCgroup",
+        ),
         "containerd_runc_systemd_cgroup": ("runtimes.runc" if runc else "", "SystemdCgroup"),
         "containerd_cdi_enabled": ("", "enable_cdi"),
         "containerd_cdi_spec_dirs": ("", "cdi_spec_dirs"),

@@ -25,34 +25,43 @@ from gputriage.facts.model import (
     unknown,
 )
 
-_NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|NCCL (?:communicator|"
-                           r"operation).*(?:timed out|timeout)|ProcessGroupNCCL.*Timeout\(ms\)",
-                           re.I)
+_NCCL_TIMEOUT = re.compile(
+    r"Watchdog caught collective operation timeout|NCCL (?:communicator|"
+    r"operation).*(?:timed out|timeout)|ProcessGroupNCCL.*Timeout\(ms\)",
+    re.I,
+)
 _CUDA_ERROR = re.compile(r"CUDA error|cudaError|CUDA_ERROR|NVML.*Unknown Error|Xid", re.I)
 
 SPEC = GroupSpec(
     name="job",
     doc="The pods of a distributed job target, first failure first: node, rank, when and how "
-        "each failed, and whether its log shows an NCCL timeout (waiting for a peer) or a CUDA "
-        "error (its own GPU).",
+    "each failed, and whether its log shows an NCCL timeout (waiting for a peer) or a CUDA "
+    "error (its own GPU).",
     sources=(Key.JOB_PODS,),
     fields={
         "pod_count": FieldSpec("int", 0, "Pods of the job."),
         "failed_count": FieldSpec("int", 0, "Pods with a container that exited non-zero."),
-        "pods": FieldSpec("list<map>", [], "One map per pod, the earliest failure first: name, "
-                                           "node, phase, rank (the rank/role labels joined), "
-                                           "failed_at ('' when it did not fail), exit_code "
-                                           "(-1 when none), reason, signature (nccl_timeout | "
-                                           "cuda_error | ''), line (the matching log line), "
-                                           "is_target."),
+        "pods": FieldSpec(
+            "list<map>",
+            [],
+            "One map per pod, the earliest failure first: name, "
+            "node, phase, rank (the rank/role labels joined), "
+            "failed_at ('' when it did not fail), exit_code "
+            "(-1 when none), reason, signature (nccl_timeout | "
+            "cuda_error | ''), line (the matching log line), "
+            "is_target.",
+        ),
         "first_failure": FieldSpec("map", {}, "pods[0] when it failed, else {}."),
-        "target_failed_first": FieldSpec("bool", False, "The pod under triage is the first "
-                                                        "failure."),
-        "nccl_timeout_pods": FieldSpec("list<string>", [], "Pods whose log shows an NCCL "
-                                                           "timeout."),
+        "target_failed_first": FieldSpec(
+            "bool", False, "The pod under triage is the first failure."
+        ),
+        "nccl_timeout_pods": FieldSpec("list<string>", [], "Pods whose log shows an NCCL timeout."),
         "peers_timed_out_after_first": FieldSpec(
-            "bool", False, "Other pods failed later with NCCL timeouts while the first failure "
-                           "was not one: they waited for the rank that failed first."),
+            "bool",
+            False,
+            "Other pods failed later with NCCL timeouts while the first failure "
+            "was not one: they waited for the rank that failed first.",
+        ),
     },
 )
 
@@ -76,18 +85,30 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     rows.sort(key=lambda r: (r["failed_at"] or "~", r["name"]))
     first = rows[0] if rows and rows[0]["failed_at"] else {}
     nccl = [r["name"] for r in rows if r["signature"] == "nccl_timeout"]
-    peers = bool(first) and first["signature"] != "nccl_timeout" and any(
-        r["name"] != first["name"] and r["signature"] == "nccl_timeout" for r in rows)
+    peers = (
+        bool(first)
+        and first["signature"] != "nccl_timeout"
+        and any(r["name"] != first["name"] and r["signature"] == "nccl_timeout" for r in rows)
+    )
     if first and cites.get("pods"):
         cites["first_failure"] = cites["pods"][:1]
     if peers:
-        cites["peers_timed_out_after_first"] = cites.get("pods", [])[:1] + cites.get(
-            "nccl_timeout_pods", [])[:3]
-    return known(SPEC, {
-        "pod_count": len(rows), "failed_count": sum(1 for r in rows if r["failed_at"]),
-        "pods": rows, "first_failure": first,
-        "target_failed_first": bool(first) and first["is_target"],
-        "nccl_timeout_pods": nccl, "peers_timed_out_after_first": peers}, cites)
+        cites["peers_timed_out_after_first"] = (
+            cites.get("pods", [])[:1] + cites.get("nccl_timeout_pods", [])[:3]
+        )
+    return known(
+        SPEC,
+        {
+            "pod_count": len(rows),
+            "failed_count": sum(1 for r in rows if r["failed_at"]),
+            "pods": rows,
+            "first_failure": first,
+            "target_failed_first": bool(first) and first["is_target"],
+            "nccl_timeout_pods": nccl,
+            "peers_timed_out_after_first": peers,
+        },
+        cites,
+    )
 
 
 def _row(pod: Mapping[str, Any], target: Target) -> dict[str, Any]:
@@ -116,9 +137,15 @@ def _row(pod: Mapping[str, Any], target: Target) -> dict[str, Any]:
     labels = pod.get("rank")
     rank: Mapping[str, Any] = labels if isinstance(labels, dict) else {}
     name = str(pod.get("name") or "")
-    return {"name": name, "node": str(pod.get("node") or ""),
-            "phase": str(pod.get("phase") or ""),
-            "rank": ",".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in sorted(rank.items())),
-            "failed_at": str(pod.get("failedAt") or ""), "exit_code": exit_code,
-            "reason": reason, "signature": signature, "line": line[:500],
-            "is_target": name == target.pod}
+    return {
+        "name": name,
+        "node": str(pod.get("node") or ""),
+        "phase": str(pod.get("phase") or ""),
+        "rank": ",".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in sorted(rank.items())),
+        "failed_at": str(pod.get("failedAt") or ""),
+        "exit_code": exit_code,
+        "reason": reason,
+        "signature": signature,
+        "line": line[:500],
+        "is_target": name == target.pod,
+    }

@@ -35,77 +35,138 @@ MAX_OOM_KILLS = 100
 #: How far (in lines) an ``oom-kill:`` line and its ``Killed process`` line may be apart.
 OOM_JOIN_LINES = 8
 
-_XID_KEYS = ("code, pci, gpu_instance, compute_instance (-1 without MIG), pid ('<unknown>' or '' "
-             "when not printed), process, message, timestamp (as printed), time (ISO or ''), line, "
-             "klass, mnemonic, description, action, immediate_action (NVIDIA's immediate-action "
-             "bucket: RESET_GPU, RESTART_APP, RESTART_BM, IGNORE, CONTACT_SUPPORT, WORKFLOW_...; "
-             "'' when not catalogued), plugin_skips, hardware, severity, unit, link, caused_by, "
-             "gpc, tpc, sm (-1 when absent), device, origin")
-_OOM_KEYS = ("pid (-1 when not printed), process, constraint (CONSTRAINT_MEMCG, "
-             "CONSTRAINT_NONE...; '' when not printed), cgroup (the victim's memory cgroup), "
-             "pod_uid and container_id (named by that cgroup; '' when it names none), "
-             "anon_rss_kb (-1 when not printed), line, timestamp, time")
+_XID_KEYS = (
+    "code, pci, gpu_instance, compute_instance (-1 without MIG), pid ('<unknown>' or '' "
+    "when not printed), process, message, timestamp (as printed), time (ISO or ''), line, "
+    "klass, mnemonic, description, action, immediate_action (NVIDIA's immediate-action "
+    "bucket: RESET_GPU, RESTART_APP, RESTART_BM, IGNORE, CONTACT_SUPPORT, WORKFLOW_...; "
+    "'' when not catalogued), plugin_skips, hardware, severity, unit, link, caused_by, "
+    "gpc, tpc, sm (-1 when absent), device, origin"
+)
+_OOM_KEYS = (
+    "pid (-1 when not printed), process, constraint (CONSTRAINT_MEMCG, "
+    "CONSTRAINT_NONE...; '' when not printed), cgroup (the victim's memory cgroup), "
+    "pod_uid and container_id (named by that cgroup; '' when it names none), "
+    "anon_rss_kb (-1 when not printed), line, timestamp, time"
+)
 
 SPEC = GroupSpec(
     name="kernel",
     doc="NVIDIA messages in the node's kernel log: Xid and SXid errors, GPUs fallen off the "
-        "bus, initialisation failures, GSP timeouts and driver-load problems; and the processes "
-        "the kernel's OOM killer killed (in a memory cgroup, or for the whole node).",
+    "bus, initialisation failures, GSP timeouts and driver-load problems; and the processes "
+    "the kernel's OOM killer killed (in a memory cgroup, or for the whole node).",
     sources=(Key.DMESG,),
     fields={
-        "xids": FieldSpec("list<map>", [], f"Xid lines, oldest first. Keys: {_XID_KEYS}. "
-                          "Bounded: the first line of each (code, GPU) plus the latest "
-                          f"{MAX_LISTED}; see xids_omitted."),
+        "xids": FieldSpec(
+            "list<map>",
+            [],
+            f"Xid lines, oldest first. Keys: {_XID_KEYS}. "
+            "Bounded: the first line of each (code, GPU) plus the latest "
+            f"{MAX_LISTED}; see xids_omitted.",
+        ),
         "xid_codes": FieldSpec("list<int>", [], "Distinct Xid codes seen, sorted."),
-        "xid_summary": FieldSpec("list<map>", [], "One entry per Xid code, sorted by code: code, "
-                                 "count, pcis (list), mnemonic, klass, immediate_action, "
-                                 "first_line, last_line."),
+        "xid_summary": FieldSpec(
+            "list<map>",
+            [],
+            "One entry per Xid code, sorted by code: code, "
+            "count, pcis (list), mnemonic, klass, immediate_action, "
+            "first_line, last_line.",
+        ),
         "xids_omitted": FieldSpec("int", 0, "Xid lines not listed in xids because of the bound."),
-        "sxids": FieldSpec("list<map>", [], "NVSwitch SXid events (kernel and Fabric Manager "
-                           "log), oldest first: code, severity (fatal|nonfatal|''), fatal, link, "
-                           "description, first, switch, pci, message, timestamp, time, line, "
-                           "klass (non-fatal|potentially-fatal|always-fatal|''), action, origin."),
-        "sxid_codes": FieldSpec("list<int>", [], "Distinct SXid codes seen (events and their "
-                                "Severity/Data detail lines), sorted."),
-        "sxid_fatal": FieldSpec("bool", False, "Any SXid printed as Fatal (or always fatal per "
-                                "the Fabric Manager guide)."),
-        "fallen_off_bus": FieldSpec("bool", False, "A GPU fell off the bus: Xid 79, "
-                                    "'GPU has fallen off the bus', or the probe-time message."),
-        "fallen_off_bus_pci": FieldSpec("list<string>", [], "PCI ids (DDDD:BB:DD) of the GPUs "
-                                        "that fell off the bus."),
-        "rm_init_adapter_failed": FieldSpec("bool", False, "The driver failed to initialise a "
-                                            "GPU (RmInitAdapter failed, GFW boot timeout...)."),
-        "rm_init_adapter_errors": FieldSpec("list<map>", [], "Distinct RmInitAdapter failures: "
-                                            "pci, code (e.g. '0x62:0x65:1792'), line, count."),
-        "gsp_timeout": FieldSpec("bool", False, "GSP firmware heartbeat or RPC timeout (including "
-                                 "Xid 119)."),
-        "hardware_xids": FieldSpec("bool", False, "Any Xid whose class is hardware, memory or "
-                                   "nvlink."),
-        "application_xids_only": FieldSpec("bool", False, "There are Xids and every one is an "
-                                           "application error or a side effect of one (classes "
-                                           "application/sympathetic, at least one application)."),
-        "recovery_actions": FieldSpec("list<map>", [], "Xid 154 recovery-action changes, oldest "
-                                      "first: pci, previous_code, previous, action_code, action "
-                                      "(e.g. 'GPU Reset Required'), line, timestamp."),
-        "driver_load_errors": FieldSpec("list<string>", [], "Distinct driver-load problems in "
-                                        "words: no GPU found, probe failed, nouveau conflict, API "
-                                        "mismatch, module not supported..."),
-        "driver_version": FieldSpec("string", "", "Version in the last 'loading NVIDIA UNIX ... "
-                                    "Kernel Module' banner ('' when none)."),
-        "gpu_identities": FieldSpec("list<map>", [], "GPUs the driver named: pci, uuid, serial "
-                                    "('' when not printed)."),
-        "peermem_invalid_context": FieldSpec("int", 0, "nvidia-peermem 'invalid context' lines "
-                                             "(GPUDirect RDMA noise, not a fault by itself)."),
-        "latest_xid": FieldSpec("map", {}, "The last Xid line (same keys as xids); {} when "
-                                "none."),
-        "cgroup_oom_kills": FieldSpec("list<map>", [], "Processes the OOM killer killed because "
-                                      "a memory cgroup (a container's or pod's limit) was full, "
-                                      f"oldest first, the latest {MAX_OOM_KILLS}. Keys: "
-                                      f"{_OOM_KEYS}. Match a pod with k.pod_uid == pod.uid."),
-        "node_oom_kills": FieldSpec("list<map>", [], "Processes the OOM killer killed because "
-                                    "the whole node ran out of memory (no cgroup limit "
-                                    f"involved), oldest first, the latest {MAX_OOM_KILLS}; same "
-                                    "keys as cgroup_oom_kills."),
+        "sxids": FieldSpec(
+            "list<map>",
+            [],
+            "NVSwitch SXid events (kernel and Fabric Manager "
+            "log), oldest first: code, severity (fatal|nonfatal|''), fatal, link, "
+            "description, first, switch, pci, message, timestamp, time, line, "
+            "klass (non-fatal|potentially-fatal|always-fatal|''), action, origin.",
+        ),
+        "sxid_codes": FieldSpec(
+            "list<int>",
+            [],
+            "Distinct SXid codes seen (events and their Severity/Data detail lines), sorted.",
+        ),
+        "sxid_fatal": FieldSpec(
+            "bool",
+            False,
+            "Any SXid printed as Fatal (or always fatal per the Fabric Manager guide).",
+        ),
+        "fallen_off_bus": FieldSpec(
+            "bool",
+            False,
+            "A GPU fell off the bus: Xid 79, "
+            "'GPU has fallen off the bus', or the probe-time message.",
+        ),
+        "fallen_off_bus_pci": FieldSpec(
+            "list<string>", [], "PCI ids (DDDD:BB:DD) of the GPUs that fell off the bus."
+        ),
+        "rm_init_adapter_failed": FieldSpec(
+            "bool",
+            False,
+            "The driver failed to initialise a GPU (RmInitAdapter failed, GFW boot timeout...).",
+        ),
+        "rm_init_adapter_errors": FieldSpec(
+            "list<map>",
+            [],
+            "Distinct RmInitAdapter failures: pci, code (e.g. '0x62:0x65:1792'), line, count.",
+        ),
+        "gsp_timeout": FieldSpec(
+            "bool", False, "GSP firmware heartbeat or RPC timeout (including Xid 119)."
+        ),
+        "hardware_xids": FieldSpec(
+            "bool", False, "Any Xid whose class is hardware, memory or nvlink."
+        ),
+        "application_xids_only": FieldSpec(
+            "bool",
+            False,
+            "There are Xids and every one is an "
+            "application error or a side effect of one (classes "
+            "application/sympathetic, at least one application).",
+        ),
+        "recovery_actions": FieldSpec(
+            "list<map>",
+            [],
+            "Xid 154 recovery-action changes, oldest "
+            "first: pci, previous_code, previous, action_code, action "
+            "(e.g. 'GPU Reset Required'), line, timestamp.",
+        ),
+        "driver_load_errors": FieldSpec(
+            "list<string>",
+            [],
+            "Distinct driver-load problems in "
+            "words: no GPU found, probe failed, nouveau conflict, API "
+            "mismatch, module not supported...",
+        ),
+        "driver_version": FieldSpec(
+            "string",
+            "",
+            "Version in the last 'loading NVIDIA UNIX ... Kernel Module' banner ('' when none).",
+        ),
+        "gpu_identities": FieldSpec(
+            "list<map>", [], "GPUs the driver named: pci, uuid, serial ('' when not printed)."
+        ),
+        "peermem_invalid_context": FieldSpec(
+            "int",
+            0,
+            "nvidia-peermem 'invalid context' lines (GPUDirect RDMA noise, not a fault by itself).",
+        ),
+        "latest_xid": FieldSpec("map", {}, "The last Xid line (same keys as xids); {} when none."),
+        "cgroup_oom_kills": FieldSpec(
+            "list<map>",
+            [],
+            "Processes the OOM killer killed because "
+            "a memory cgroup (a container's or pod's limit) was full, "
+            f"oldest first, the latest {MAX_OOM_KILLS}. Keys: "
+            f"{_OOM_KEYS}. Match a pod with k.pod_uid == pod.uid.",
+        ),
+        "node_oom_kills": FieldSpec(
+            "list<map>",
+            [],
+            "Processes the OOM killer killed because "
+            "the whole node ran out of memory (no cgroup limit "
+            f"involved), oldest first, the latest {MAX_OOM_KILLS}; same "
+            "keys as cgroup_oom_kills.",
+        ),
         "lines_scanned": FieldSpec("int", 0, "Lines of the kernel log read."),
     },
 )
@@ -162,11 +223,16 @@ class _Collector:
         self.peermem = _Sample(1, 1)
         self.oom = _OomKills()
         self._handlers: dict[Kind, Callable[[KernelRecord], None]] = {
-            Kind.XID: self._on_xid, Kind.SXID: self._on_sxid,
-            Kind.SXID_DETAIL: self._on_sxid_detail, Kind.FALLEN_OFF_BUS: self._fallen,
-            Kind.RM_INIT_ADAPTER: self._on_rm_init_adapter, Kind.GSP_TIMEOUT: self._on_gsp_timeout,
-            Kind.DRIVER_LOAD: self._on_driver_load, Kind.DRIVER_VERSION: self._on_driver_version,
-            Kind.GPU_IDENTITY: self._on_gpu_identity, Kind.PEERMEM: self._on_peermem,
+            Kind.XID: self._on_xid,
+            Kind.SXID: self._on_sxid,
+            Kind.SXID_DETAIL: self._on_sxid_detail,
+            Kind.FALLEN_OFF_BUS: self._fallen,
+            Kind.RM_INIT_ADAPTER: self._on_rm_init_adapter,
+            Kind.GSP_TIMEOUT: self._on_gsp_timeout,
+            Kind.DRIVER_LOAD: self._on_driver_load,
+            Kind.DRIVER_VERSION: self._on_driver_version,
+            Kind.GPU_IDENTITY: self._on_gpu_identity,
+            Kind.PEERMEM: self._on_peermem,
             Kind.OOM_KILL: self.oom.add,
         }
 
@@ -179,10 +245,19 @@ class _Collector:
         info = catalog.lookup(rec.code)
         self.xids.add((rec.code, rec.pci), rec)
         self.latest = rec
-        entry = self.summary.setdefault(rec.code, {
-            "code": rec.code, "count": 0, "pcis": [], "mnemonic": info.mnemonic if info else "",
-            "klass": info.klass if info else "", "immediate_action": info.immediate if info else "",
-            "first_line": rec.line, "last_line": rec.line})
+        entry = self.summary.setdefault(
+            rec.code,
+            {
+                "code": rec.code,
+                "count": 0,
+                "pcis": [],
+                "mnemonic": info.mnemonic if info else "",
+                "klass": info.klass if info else "",
+                "immediate_action": info.immediate if info else "",
+                "first_line": rec.line,
+                "last_line": rec.line,
+            },
+        )
         entry["count"] += 1
         entry["last_line"] = rec.line
         if rec.pci and rec.pci not in entry["pcis"] and len(entry["pcis"]) < MAX_DISTINCT:
@@ -218,8 +293,12 @@ class _Collector:
             if key in self.rm_errors:
                 self.rm_errors[key]["count"] += 1
             elif len(self.rm_errors) < MAX_DISTINCT:
-                self.rm_errors[key] = {"pci": rec.pci, "code": rec.detail, "line": rec.line,
-                                       "count": 1}
+                self.rm_errors[key] = {
+                    "pci": rec.pci,
+                    "code": rec.detail,
+                    "line": rec.line,
+                    "count": 1,
+                }
 
     def _on_gsp_timeout(self, rec: KernelRecord) -> None:
         self.gsp.add((rec.pci, rec.device), rec)
@@ -276,7 +355,8 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         "rm_init_adapter_errors": list(c.rm_errors.values()),
         "gsp_timeout": c.gsp.count > 0,
         "hardware_xids": c.hardware.count > 0,
-        "application_xids_only": bool(c.summary) and "application" in c.classes
+        "application_xids_only": bool(c.summary)
+        and "application" in c.classes
         and c.classes <= {"application", "sympathetic"},
         "recovery_actions": [recovery_fact(r) for r in c.recovery.records()],
         "driver_load_errors": list(c.driver_errors),
@@ -340,8 +420,9 @@ class _OomKill:
 
     def joins(self, rec: KernelRecord) -> bool:
         """Does ``rec`` report the same kill (same pid, a few lines later)?"""
-        return (bool(self.pid) and rec.pid == self.pid
-                and rec.line - self.first.line <= OOM_JOIN_LINES)
+        return (
+            bool(self.pid) and rec.pid == self.pid and rec.line - self.first.line <= OOM_JOIN_LINES
+        )
 
     def join(self, rec: KernelRecord) -> None:
         self.scope = self.scope or rec.unit
@@ -352,11 +433,18 @@ class _OomKill:
 
     def fact(self) -> dict[str, Any]:
         pod_uid, container_id = pod_of_cgroup(self.cgroup)
-        return {"pid": int(self.pid) if self.pid.isdigit() else -1, "process": self.process,
-                "constraint": self.constraint, "cgroup": self.cgroup, "pod_uid": pod_uid,
-                "container_id": container_id, "anon_rss_kb": self.rss_kb,
-                "line": self.first.line, "timestamp": self.first.timestamp,
-                "time": self.first.time}
+        return {
+            "pid": int(self.pid) if self.pid.isdigit() else -1,
+            "process": self.process,
+            "constraint": self.constraint,
+            "cgroup": self.cgroup,
+            "pod_uid": pod_uid,
+            "container_id": container_id,
+            "anon_rss_kb": self.rss_kb,
+            "line": self.first.line,
+            "timestamp": self.first.timestamp,
+            "time": self.first.time,
+        }
 
     def cite(self, evidence: Evidence) -> LineRef:
         return evidence.cite(self.first.line, self.first.text)
@@ -368,7 +456,9 @@ class _OomKills:
     def __init__(self) -> None:
         self._open: _OomKill | None = None
         self._kept: dict[str, deque[_OomKill]] = {
-            "cgroup": deque(maxlen=MAX_OOM_KILLS), "node": deque(maxlen=MAX_OOM_KILLS)}
+            "cgroup": deque(maxlen=MAX_OOM_KILLS),
+            "node": deque(maxlen=MAX_OOM_KILLS),
+        }
 
     def add(self, rec: KernelRecord) -> None:
         if self._open is not None and self._open.joins(rec):
@@ -395,4 +485,3 @@ def _cite_sample(evidence: Evidence, records: list[KernelRecord]) -> list[LineRe
     for r in records:
         sample.add((r.code, r.pci), r)
     return sample.cites(evidence)
-

@@ -72,8 +72,13 @@ def cite_text(evidence: Evidence, value: str) -> LineRef:
     # Go's encoder escapes <, > and & as \u003c, \u003e, \u0026.
     go_escaped = escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     lines = _lines(evidence.raw)
-    for needle in (first[:_NEEDLE_CHARS], escaped[:_NEEDLE_CHARS], go_escaped[:_NEEDLE_CHARS],
-                   first[:_SHORT_NEEDLE_CHARS], escaped[:_SHORT_NEEDLE_CHARS]):
+    for needle in (
+        first[:_NEEDLE_CHARS],
+        escaped[:_NEEDLE_CHARS],
+        go_escaped[:_NEEDLE_CHARS],
+        first[:_SHORT_NEEDLE_CHARS],
+        escaped[:_SHORT_NEEDLE_CHARS],
+    ):
         for lineno, line in enumerate(lines, 1):
             if needle in line:
                 return LineRef(evidence.key.value, evidence.source, lineno, line.strip())
@@ -111,7 +116,7 @@ def _field_index(raw: str, key: str) -> dict[str, tuple[int, str]]:
         stripped = line.strip()
         for prefix in prefixes:
             if stripped.startswith(prefix):
-                index.setdefault(_bare(stripped[len(prefix):]), (lineno, stripped))
+                index.setdefault(_bare(stripped[len(prefix) :]), (lineno, stripped))
     return index
 
 

@@ -24,64 +24,86 @@ _EVICTION_DEFAULT: dict[str, Any] = {"evicted": False, "message": "", "resource"
 SPEC = GroupSpec(
     name="kubelet",
     doc="The kubelet journal on the pod's node, filtered to the pod plus node-wide "
-        "device-plugin / runtime / CDI / DRA lines: device-manager registration, admission "
-        "failures, missing runtime handlers, sandbox and nvidia-container-cli errors, DRA "
-        "prepare errors and evictions.",
+    "device-plugin / runtime / CDI / DRA lines: device-manager registration, admission "
+    "failures, missing runtime handlers, sandbox and nvidia-container-cli errors, DRA "
+    "prepare errors and evictions.",
     sources=(Key.KUBELET_LOG,),
     fields={
         "lines_scanned": FieldSpec("int", 0, "Journal lines read."),
-        "lines_for_pod": FieldSpec("int", 0,
-                                   "Lines that name the pod (UID, ns/name or name_ns(uid))."),
-        "node_lines": FieldSpec("int", 0,
-                                "Node-wide device-plugin/runtime/CDI/DRA lines kept."),
+        "lines_for_pod": FieldSpec(
+            "int", 0, "Lines that name the pod (UID, ns/name or name_ns(uid))."
+        ),
+        "node_lines": FieldSpec("int", 0, "Node-wide device-plugin/runtime/CDI/DRA lines kept."),
         "device_manager_registered": FieldSpec(
-            "list<string>", [],
-            "Resources whose device plugin registered with the kubelet (\"Got registration "
-            "request from device plugin with resource name \\\"nvidia.com/gpu\\\"\")."),
+            "list<string>",
+            [],
+            'Resources whose device plugin registered with the kubelet ("Got registration '
+            'request from device plugin with resource name \\"nvidia.com/gpu\\"").',
+        ),
         "plugin_endpoint_errors": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "Device-plugin endpoint trouble seen by the kubelet: " + _SIGNAL_DOC + "; kind is "
             "listandwatch_ended | dial_failed | not_in_cache | stale_socket | not_registered | "
-            "unhealthy."),
+            "unhealthy.",
+        ),
         "admission_errors": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "Admission failures: " + _SIGNAL_DOC + "; kind is devices_unavailable | "
             "no_healthy_devices | previously_allocated_unhealthy | unregistered_device | "
             "preferred_allocation_failed | prestart_failed | endpoint_not_found | "
             "out_of_resource | topology_affinity (Topology Manager: 'Resources cannot be "
             "allocated with Topology locality') | allocate_failed | unexpected_admission | "
-            "rejected."),
-        "admission_kinds": FieldSpec("list<string>", [],
-                                     "Sorted unique kinds of admission_errors."),
+            "rejected.",
+        ),
+        "admission_kinds": FieldSpec(
+            "list<string>", [], "Sorted unique kinds of admission_errors."
+        ),
         "runtime_handler_missing": FieldSpec(
-            "bool", False,
+            "bool",
+            False,
             "containerd/CRI-O has no handler for the pod's RuntimeClass (\"no runtime for "
-            "\\\"nvidia\\\" is configured\")."),
-        "runtime_handler": FieldSpec("string", "",
-                                     "The missing handler's name (e.g. nvidia)."),
-        "sandbox_errors": FieldSpec("list<map>", [],
-                                    "Pod sandbox creation failures: " + _SIGNAL_DOC + "."),
+            '\\"nvidia\\" is configured").',
+        ),
+        "runtime_handler": FieldSpec("string", "", "The missing handler's name (e.g. nvidia)."),
+        "sandbox_errors": FieldSpec(
+            "list<map>", [], "Pod sandbox creation failures: " + _SIGNAL_DOC + "."
+        ),
         "nvidia_container_cli_errors": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "nvidia-container-cli errors relayed by the kubelet: " + _SIGNAL_DOC + "; kind is "
             "the cli's error class (initialization, detection, mount, device, requirement...) "
-            "and message is \"nvidia-container-cli: <kind> error: <detail>\"."),
+            'and message is "nvidia-container-cli: <kind> error: <detail>".',
+        ),
         "oci_hook_errors": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "OCI hooks that failed while the runtime created a container (NVIDIA's "
             "nvidia-container-runtime-hook, nvidia-ctk / nvidia-cdi-hook create-symlinks...), "
             "in any runc wording: " + _SIGNAL_DOC + "; kind is the hook stage runc named "
             "(prestart, createContainer...; '' when not named) and message is what the hook "
-            "printed (its logged msg, or its stderr)."),
-        "cdi_errors": FieldSpec("list<map>", [],
-                                "CDI injection failures (\"unresolvable CDI devices ...\"): "
-                                + _SIGNAL_DOC + "; devices lists the unresolved names."),
-        "dra_prepare_errors": FieldSpec("list<map>", [],
-                                        "DRA prepare failures (\"Failed to prepare dynamic "
-                                        "resources\"): " + _SIGNAL_DOC + "."),
-        "eviction": FieldSpec("map", dict(_EVICTION_DEFAULT),
-                              "{evicted, message, resource, line}: the kubelet evicted the "
-                              "pod (resource: memory, ephemeral-storage...)."),
+            "printed (its logged msg, or its stderr).",
+        ),
+        "cdi_errors": FieldSpec(
+            "list<map>",
+            [],
+            'CDI injection failures ("unresolvable CDI devices ..."): '
+            + _SIGNAL_DOC
+            + "; devices lists the unresolved names.",
+        ),
+        "dra_prepare_errors": FieldSpec(
+            "list<map>",
+            [],
+            'DRA prepare failures ("Failed to prepare dynamic resources"): ' + _SIGNAL_DOC + ".",
+        ),
+        "eviction": FieldSpec(
+            "map",
+            dict(_EVICTION_DEFAULT),
+            "{evicted, message, resource, line}: the kubelet evicted the "
+            "pod (resource: memory, ephemeral-storage...).",
+        ),
     },
 )
 
@@ -90,8 +112,9 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
     ev = evidence.get_or_missing(Key.KUBELET_LOG)
     if not ev.ok:
         return unknown_from(SPEC, ev)
-    journal = parse_kubelet_journal(ev.raw, namespace=target.namespace, pod=target.pod,
-                                    uid=target.uid)
+    journal = parse_kubelet_journal(
+        ev.raw, namespace=target.namespace, pod=target.pod, uid=target.uid
+    )
     return _facts(journal, ev)
 
 
@@ -99,8 +122,12 @@ def _facts(j: KubeletJournal, ev: Evidence) -> FactGroup:
     eviction = dict(_EVICTION_DEFAULT)
     if j.evictions:
         first = j.evictions[0]
-        eviction = {"evicted": True, "message": first.message, "resource": first.resource,
-                    "line": first.line}
+        eviction = {
+            "evicted": True,
+            "message": first.message,
+            "resource": first.resource,
+            "line": first.line,
+        }
     handler, handler_line = j.runtime_handler or ("", 0)
     values: dict[str, Any] = {
         "lines_scanned": j.lines_scanned,

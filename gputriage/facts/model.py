@@ -58,16 +58,16 @@ class FactGroup:
         return {"known": self.known, "reason": self.reason, **self.values}
 
 
-def known(spec: GroupSpec, values: Mapping[str, Any],
-          cites: Mapping[str, Iterable[LineRef]] | None = None) -> FactGroup:
+def known(
+    spec: GroupSpec, values: Mapping[str, Any], cites: Mapping[str, Iterable[LineRef]] | None = None
+) -> FactGroup:
     """A known group: ``values`` over the declared defaults. Undeclared fields are a bug."""
     extra = set(values) - set(spec.fields)
     if extra:
         raise ValueError(f"fact group {spec.name!r} has undeclared fields: {sorted(extra)}")
     merged = spec.defaults()
     merged.update(values)
-    return FactGroup(spec.name, True, "", merged,
-                     {k: tuple(v) for k, v in (cites or {}).items()})
+    return FactGroup(spec.name, True, "", merged, {k: tuple(v) for k, v in (cites or {}).items()})
 
 
 def unknown(spec: GroupSpec, reason: str) -> FactGroup:

@@ -35,18 +35,22 @@ from gputriage.facts.model import (
 from gputriage.facts.tolerations import untolerated
 
 #: Labels worth showing for a GPU node, besides every ``nvidia.com/*`` one.
-_GPU_LABELS = frozenset({
-    "feature.node.kubernetes.io/pci-10de.present", "cloud.google.com/gke-accelerator",
-    "k8s.amazonaws.com/accelerator", "node.kubernetes.io/instance-type",
-    "kubernetes.azure.com/accelerator",
-})
+_GPU_LABELS = frozenset(
+    {
+        "feature.node.kubernetes.io/pci-10de.present",
+        "cloud.google.com/gke-accelerator",
+        "k8s.amazonaws.com/accelerator",
+        "node.kubernetes.io/instance-type",
+        "kubernetes.azure.com/accelerator",
+    }
+)
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 SPEC = GroupSpec(
     name="node",
     doc="The pod's node: Ready and pressure conditions, cordon, taints the pod does not "
-        "tolerate, GPU labels from GPU feature discovery, GPU capacity vs allocatable, and the "
-        "node's recent events.",
+    "tolerate, GPU labels from GPU feature discovery, GPU capacity vs allocatable, and the "
+    "node's recent events.",
     sources=(Key.NODE, Key.NODE_EVENTS),
     fields={
         "name": FieldSpec("string", "", "Node name."),
@@ -54,60 +58,91 @@ SPEC = GroupSpec(
         "ready": FieldSpec("bool", False, "Ready condition is True."),
         "ready_reason": FieldSpec("string", "", "Ready condition reason (KubeletNotReady...)."),
         "ready_message": FieldSpec("string", "", "Ready condition message."),
-        "conditions": FieldSpec("list<map>", [], "status.conditions: type, status, reason, "
-                                                 "message."),
-        "pressure": FieldSpec("list", [], "Pressure conditions that are True (MemoryPressure, "
-                                          "DiskPressure, PIDPressure, NetworkUnavailable)."),
+        "conditions": FieldSpec(
+            "list<map>", [], "status.conditions: type, status, reason, message."
+        ),
+        "pressure": FieldSpec(
+            "list",
+            [],
+            "Pressure conditions that are True (MemoryPressure, "
+            "DiskPressure, PIDPressure, NetworkUnavailable).",
+        ),
         "unschedulable": FieldSpec("bool", False, "spec.unschedulable: cordoned."),
         "taints": FieldSpec("list<map>", [], "spec.taints: key, value, effect."),
         "gpu_taints_untolerated": FieldSpec(
-            "list<map>", [],
+            "list<map>",
+            [],
             "NoSchedule/NoExecute taints (key, value, effect) that no toleration of the pod "
-            "covers (scheduler rules: Exists, empty key, effect, Lt/Gt)."),
-        "tolerations_known": FieldSpec("bool", False, "The pod's tolerations were known when "
-                                                      "gpu_taints_untolerated was computed."),
-        "labels": FieldSpec("map", {}, "GPU-relevant labels only: nvidia.com/*, NFD "
-                                       "pci-10de.present, cloud accelerator labels."),
-        "gpu_present_label": FieldSpec("bool", False, "nvidia.com/gpu.present=true or NFD "
-                                                      "pci-10de.present=true: GPU hardware is "
-                                                      "there."),
+            "covers (scheduler rules: Exists, empty key, effect, Lt/Gt).",
+        ),
+        "tolerations_known": FieldSpec(
+            "bool",
+            False,
+            "The pod's tolerations were known when gpu_taints_untolerated was computed.",
+        ),
+        "labels": FieldSpec(
+            "map",
+            {},
+            "GPU-relevant labels only: nvidia.com/*, NFD "
+            "pci-10de.present, cloud accelerator labels.",
+        ),
+        "gpu_present_label": FieldSpec(
+            "bool",
+            False,
+            "nvidia.com/gpu.present=true or NFD pci-10de.present=true: GPU hardware is there.",
+        ),
         "gpu_product": FieldSpec("string", "", "nvidia.com/gpu.product label."),
         "gpu_count_label": FieldSpec("int", 0, "nvidia.com/gpu.count label (0 when absent)."),
-        "gpu_memory_label": FieldSpec("int", 0, "nvidia.com/gpu.memory label in MiB (0 when "
-                                                "absent)."),
-        "mig_strategy": FieldSpec("string", "", "nvidia.com/mig.strategy label "
-                                                "(none|single|mixed)."),
-        "mig_config_state": FieldSpec("string", "", "nvidia.com/mig.config.state label "
-                                                    "(success|pending|rebooting|failed)."),
-        "sharing_strategy": FieldSpec("string", "", "nvidia.com/gpu.sharing-strategy label "
-                                                    "(none|time-slicing|mps)."),
-        "gpu_replicas": FieldSpec("int", 0, "nvidia.com/gpu.replicas label (time-slicing/MPS "
-                                            "replicas per GPU, 0 when absent)."),
+        "gpu_memory_label": FieldSpec(
+            "int", 0, "nvidia.com/gpu.memory label in MiB (0 when absent)."
+        ),
+        "mig_strategy": FieldSpec(
+            "string", "", "nvidia.com/mig.strategy label (none|single|mixed)."
+        ),
+        "mig_config_state": FieldSpec(
+            "string", "", "nvidia.com/mig.config.state label (success|pending|rebooting|failed)."
+        ),
+        "sharing_strategy": FieldSpec(
+            "string", "", "nvidia.com/gpu.sharing-strategy label (none|time-slicing|mps)."
+        ),
+        "gpu_replicas": FieldSpec(
+            "int",
+            0,
+            "nvidia.com/gpu.replicas label (time-slicing/MPS replicas per GPU, 0 when absent).",
+        ),
         "capacity": FieldSpec("map", {}, "GPU resources in status.capacity (resource -> n)."),
         "allocatable": FieldSpec("map", {}, "GPU resources in status.allocatable."),
-        "capacity_gt_allocatable": FieldSpec("list", [], "GPU resources whose allocatable is "
-                                                         "below capacity: devices marked "
-                                                         "unhealthy."),
+        "capacity_gt_allocatable": FieldSpec(
+            "list",
+            [],
+            "GPU resources whose allocatable is below capacity: devices marked unhealthy.",
+        ),
         "advertises": FieldSpec("list", [], "GPU resources present in capacity (even at 0)."),
         "resource_state": FieldSpec(
-            "map", {},
+            "map",
+            {},
             "For nvidia.com/gpu and each GPU resource the pod requests: 'absent' (no plugin "
             "registered it), 'zero' (capacity 0: plugin endpoint gone), 'degraded' "
-            "(allocatable < capacity: unhealthy devices), 'ok'."),
+            "(allocatable < capacity: unhealthy devices), 'ok'.",
+        ),
         "internal_ip": FieldSpec("string", "", "InternalIP address (never dialled by facts)."),
         "hostname": FieldSpec("string", "", "Hostname address."),
         "kernel_version": FieldSpec("string", "", "status.nodeInfo.kernelVersion."),
         "os_image": FieldSpec("string", "", "status.nodeInfo.osImage."),
-        "container_runtime_version": FieldSpec("string", "", "status.nodeInfo."
-                                                             "containerRuntimeVersion "
-                                                             "(containerd://1.7.x, cri-o://...)."),
-        "container_runtime": FieldSpec("string", "", "The runtime's name from it: containerd, "
-                                                     "cri-o, docker."),
+        "container_runtime_version": FieldSpec(
+            "string",
+            "",
+            "status.nodeInfo.containerRuntimeVersion (containerd://1.7.x, cri-o://...).",
+        ),
+        "container_runtime": FieldSpec(
+            "string", "", "The runtime's name from it: containerd, cri-o, docker."
+        ),
         "kubelet_version": FieldSpec("string", "", "status.nodeInfo.kubeletVersion."),
         "events_known": FieldSpec("bool", False, "The node's events were read."),
         "event_reasons": FieldSpec("list", [], "Unique reasons of the node's events."),
-        "warning_events": FieldSpec("list<map>", [], "The node's Warning events: reason, "
-                                                     "message, count, last, line."),
+        "warning_events": FieldSpec(
+            "list<map>", [], "The node's Warning events: reason, message, count, last, line."
+        ),
         "rebooted": FieldSpec("bool", False, "A Rebooted event exists for the node."),
         "not_ready_events": FieldSpec("int", 0, "NodeNotReady events."),
     },
@@ -132,19 +167,31 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
 def node_values(node: dict[str, Any], pod: FactGroup | None) -> dict[str, Any]:
     """Values of one Node object (also used by the cluster group for every GPU node)."""
     meta, spec, status = (mapping(node.get(k)) for k in ("metadata", "spec", "status"))
-    conditions = [{"type": text(c.get("type")), "status": text(c.get("status")),
-                   "reason": text(c.get("reason")), "message": text(c.get("message"))}
-                  for c in dict_list(status.get("conditions"))]
+    conditions = [
+        {
+            "type": text(c.get("type")),
+            "status": text(c.get("status")),
+            "reason": text(c.get("reason")),
+            "message": text(c.get("message")),
+        }
+        for c in dict_list(status.get("conditions"))
+    ]
     ready = next((c for c in conditions if c["type"] == "Ready"), None)
-    taints = [{"key": text(t.get("key")), "value": text(t.get("value")),
-               "effect": text(t.get("effect"))} for t in dict_list(spec.get("taints"))]
+    taints = [
+        {"key": text(t.get("key")), "value": text(t.get("value")), "effect": text(t.get("effect"))}
+        for t in dict_list(spec.get("taints"))
+    ]
     tolerations = pod.values["tolerations"] if pod else []
-    labels = {str(k): text(v) for k, v in mapping(meta.get("labels")).items()
-              if str(k).startswith("nvidia.com/") or str(k) in _GPU_LABELS}
+    labels = {
+        str(k): text(v)
+        for k, v in mapping(meta.get("labels")).items()
+        if str(k).startswith("nvidia.com/") or str(k) in _GPU_LABELS
+    }
     capacity = gpu_quantities(status.get("capacity"))
     allocatable = gpu_quantities(status.get("allocatable"))
-    addresses = {text(a.get("type")): text(a.get("address"))
-                 for a in dict_list(status.get("addresses"))}
+    addresses = {
+        text(a.get("type")): text(a.get("address")) for a in dict_list(status.get("addresses"))
+    }
     info = mapping(status.get("nodeInfo"))
     runtime = text(info.get("containerRuntimeVersion"))
     wanted = [NVIDIA_GPU, *(pod.values["gpu_resources"] if pod else {})]
@@ -154,15 +201,16 @@ def node_values(node: dict[str, Any], pod: FactGroup | None) -> dict[str, Any]:
         "ready_reason": ready["reason"] if ready else "",
         "ready_message": ready["message"] if ready else "",
         "conditions": conditions,
-        "pressure": [c["type"] for c in conditions
-                     if c["type"] in _PRESSURE and c["status"] == "True"],
+        "pressure": [
+            c["type"] for c in conditions if c["type"] in _PRESSURE and c["status"] == "True"
+        ],
         "unschedulable": spec.get("unschedulable") is True,
         "taints": taints,
         "gpu_taints_untolerated": untolerated(taints, tolerations),
         "tolerations_known": pod is not None,
         "labels": labels,
-        "gpu_present_label": labels.get("nvidia.com/gpu.present") == "true" or labels.get(
-            "feature.node.kubernetes.io/pci-10de.present") == "true",
+        "gpu_present_label": labels.get("nvidia.com/gpu.present") == "true"
+        or labels.get("feature.node.kubernetes.io/pci-10de.present") == "true",
         "gpu_product": labels.get("nvidia.com/gpu.product", ""),
         "gpu_count_label": integer(labels.get("nvidia.com/gpu.count")),
         "gpu_memory_label": integer(labels.get("nvidia.com/gpu.memory")),
@@ -170,9 +218,11 @@ def node_values(node: dict[str, Any], pod: FactGroup | None) -> dict[str, Any]:
         "mig_config_state": labels.get("nvidia.com/mig.config.state", ""),
         "sharing_strategy": labels.get("nvidia.com/gpu.sharing-strategy", ""),
         "gpu_replicas": integer(labels.get("nvidia.com/gpu.replicas")),
-        "capacity": capacity, "allocatable": allocatable,
-        "capacity_gt_allocatable": sorted(r for r, n in capacity.items()
-                                          if allocatable.get(r, 0) < n),
+        "capacity": capacity,
+        "allocatable": allocatable,
+        "capacity_gt_allocatable": sorted(
+            r for r, n in capacity.items() if allocatable.get(r, 0) < n
+        ),
         "advertises": sorted(capacity),
         "resource_state": {r: resource_state(r, capacity, allocatable) for r in wanted},
         "internal_ip": addresses.get("InternalIP", ""),
@@ -207,9 +257,13 @@ def _cites(ev: Evidence, values: dict[str, Any]) -> dict[str, list[LineRef]]:
     for resource in sorted(set(capacity) | set(allocatable)):
         cap_ref = cite_field(ev, resource, capacity.get(resource, ""))
         alloc_ref = cite_field(ev, resource, allocatable.get(resource, ""))
-        for name, ref in (("capacity", cap_ref), ("advertises", cap_ref),
-                          ("allocatable", alloc_ref), ("resource_state", cap_ref),
-                          ("resource_state", alloc_ref)):
+        for name, ref in (
+            ("capacity", cap_ref),
+            ("advertises", cap_ref),
+            ("allocatable", alloc_ref),
+            ("resource_state", cap_ref),
+            ("resource_state", alloc_ref),
+        ):
             cite(name, ref)
         if resource in values["capacity_gt_allocatable"]:
             cite("capacity_gt_allocatable", cap_ref)
@@ -219,8 +273,9 @@ def _cites(ev: Evidence, values: dict[str, Any]) -> dict[str, list[LineRef]]:
     return cites
 
 
-def resource_state(resource: str, capacity: Mapping[str, int],
-                   allocatable: Mapping[str, int]) -> str:
+def resource_state(
+    resource: str, capacity: Mapping[str, int], allocatable: Mapping[str, int]
+) -> str:
     """absent | zero | degraded | ok (rule 9.1 of k8s-messages.md)."""
     if resource not in capacity and resource not in allocatable:
         return "absent"
@@ -231,8 +286,9 @@ def resource_state(resource: str, capacity: Mapping[str, int],
     return "ok"
 
 
-def _add_events(ev: Evidence, node: str, values: dict[str, Any],
-                cites: dict[str, list[LineRef]]) -> None:
+def _add_events(
+    ev: Evidence, node: str, values: dict[str, Any], cites: dict[str, list[LineRef]]
+) -> None:
     if not ev.ok or not isinstance(ev.data, dict):
         return
     records = normalise(ev, kind="Node", name=node)
@@ -242,12 +298,15 @@ def _add_events(ev: Evidence, node: str, values: dict[str, Any],
         if record["reason"] and record["reason"] not in reasons:
             reasons.append(record["reason"])
         if record["type"] == "Warning":
-            warnings.append({k: record[k] for k in ("reason", "message", "count", "last",
-                                                    "line")})
+            warnings.append({k: record[k] for k in ("reason", "message", "count", "last", "line")})
             if ref.line:
                 cites.setdefault("warning_events", []).append(ref)
         if record["reason"] == "Rebooted" and ref.line:
             cites.setdefault("rebooted", []).append(ref)
-    values.update(events_known=True, event_reasons=reasons, warning_events=warnings,
-                  rebooted="Rebooted" in reasons,
-                  not_ready_events=sum(1 for r, _ in records if r["reason"] == "NodeNotReady"))
+    values.update(
+        events_known=True,
+        event_reasons=reasons,
+        warning_events=warnings,
+        rebooted="Rebooted" in reasons,
+        not_ready_events=sum(1 for r, _ in records if r["reason"] == "NodeNotReady"),
+    )

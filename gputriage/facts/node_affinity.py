@@ -25,8 +25,12 @@ from typing import Any
 _INTEGER = re.compile(r"-?\d{1,18}")
 
 
-def matches(labels: Mapping[str, str], name: str, node_selector: Mapping[str, str],
-            affinity_terms: Iterable[Mapping[str, Any]]) -> bool:
+def matches(
+    labels: Mapping[str, str],
+    name: str,
+    node_selector: Mapping[str, str],
+    affinity_terms: Iterable[Mapping[str, Any]],
+) -> bool:
     """Whether a node (its labels and name) satisfies the pod's selector and affinity."""
     if any(labels.get(k) != v for k, v in node_selector.items()):
         return False
@@ -57,8 +61,11 @@ def _expression(expr: Mapping[str, Any], labels: Mapping[str, str], name: str) -
     if operator == "DoesNotExist":
         return value is None
     if operator in ("Gt", "Lt"):
-        if value is None or len(values) != 1 or not (
-                _INTEGER.fullmatch(value) and _INTEGER.fullmatch(values[0])):
+        if (
+            value is None
+            or len(values) != 1
+            or not (_INTEGER.fullmatch(value) and _INTEGER.fullmatch(values[0]))
+        ):
             return False
         return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
     return False

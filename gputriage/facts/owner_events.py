@@ -31,25 +31,31 @@ _WEBHOOK = re.compile(r'admission webhook "[^"]+" denied the request')
 SPEC = GroupSpec(
     name="owner_events",
     doc="Events of the pod's controller: FailedCreate rejections by ResourceQuota, RuntimeClass "
-        "and admission webhooks, which leave no pod behind.",
+    "and admission webhooks, which leave no pod behind.",
     sources=(Key.OWNER_EVENTS,),
     fields={
         **COMMON_FIELDS,
         "failed_create": FieldSpec("list", [], "FailedCreate messages (unique, newest last)."),
-        "owner_kind": FieldSpec("string", "", "Kind of the owner these events are about (the "
-                                              "pod's controller; for a target that never got a "
-                                              "pod, the target itself)."),
+        "owner_kind": FieldSpec(
+            "string",
+            "",
+            "Kind of the owner these events are about (the "
+            "pod's controller; for a target that never got a "
+            "pod, the target itself).",
+        ),
         "owner_name": FieldSpec("string", "", "Its name."),
         "owner_namespace": FieldSpec("string", "", "Its namespace."),
-        "failed_create_quota": FieldSpec("bool", False, "A FailedCreate was an 'exceeded quota' "
-                                                        "or 'failed quota' rejection."),
+        "failed_create_quota": FieldSpec(
+            "bool", False, "A FailedCreate was an 'exceeded quota' or 'failed quota' rejection."
+        ),
         "quota_messages": FieldSpec("list", [], "Those quota rejection messages."),
-        "runtime_class_rejected": FieldSpec("bool", False, "A create was rejected because the "
-                                                           "RuntimeClass object does not "
-                                                           "exist."),
+        "runtime_class_rejected": FieldSpec(
+            "bool", False, "A create was rejected because the RuntimeClass object does not exist."
+        ),
         "runtime_class_missing": FieldSpec("string", "", "That RuntimeClass's name."),
-        "webhook_denials": FieldSpec("list", [], "'admission webhook ... denied the request' "
-                                                 "messages."),
+        "webhook_denials": FieldSpec(
+            "list", [], "'admission webhook ... denied the request' messages."
+        ),
     },
 )
 
@@ -83,9 +89,15 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
         if _WEBHOOK.search(message) and message not in webhooks:
             webhooks.append(message)
             extra_cites.setdefault("webhook_denials", []).append(ref)
-    values.update(failed_create=failed, failed_create_quota=bool(quota), quota_messages=quota,
-                  webhook_denials=webhooks, owner_kind=target.owner_kind,
-                  owner_name=target.owner_name, owner_namespace=target.namespace)
+    values.update(
+        failed_create=failed,
+        failed_create_quota=bool(quota),
+        quota_messages=quota,
+        webhook_denials=webhooks,
+        owner_kind=target.owner_kind,
+        owner_name=target.owner_name,
+        owner_namespace=target.namespace,
+    )
     for name, refs in extra_cites.items():
         cites[name] = [r for r in refs if r.line]
     return known(SPEC, values, {k: v for k, v in cites.items() if v})

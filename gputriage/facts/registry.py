@@ -22,8 +22,9 @@ class GroupBuilder(Protocol):
 
     SPEC: GroupSpec
 
-    def build(self, evidence: EvidenceSet, target: Target,
-              earlier: Mapping[str, FactGroup]) -> FactGroup: ...
+    def build(
+        self, evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup]
+    ) -> FactGroup: ...
 
 
 @cache

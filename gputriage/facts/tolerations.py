@@ -42,14 +42,17 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     if operator in ("Lt", "Gt"):
         if not (_DECIMAL.fullmatch(value) and _DECIMAL.fullmatch(taint_value)):
             return False
-        return (int(taint_value) < int(value)) if operator == "Lt" else (
-            int(taint_value) > int(value))
+        return (
+            (int(taint_value) < int(value)) if operator == "Lt" else (int(taint_value) > int(value))
+        )
     return False
 
 
-def untolerated(taints: Iterable[Mapping[str, Any]],
-                tolerations: Iterable[Mapping[str, Any]],
-                effects: tuple[str, ...] = HARD_EFFECTS) -> list[dict[str, str]]:
+def untolerated(
+    taints: Iterable[Mapping[str, Any]],
+    tolerations: Iterable[Mapping[str, Any]],
+    effects: tuple[str, ...] = HARD_EFFECTS,
+) -> list[dict[str, str]]:
     """The taints (``key``/``value``/``effect``) with one of ``effects`` no toleration covers."""
     tols = [t for t in tolerations if isinstance(t, Mapping)]
     out = []
@@ -57,8 +60,13 @@ def untolerated(taints: Iterable[Mapping[str, Any]],
         if not isinstance(taint, Mapping) or _s(taint.get("effect")) not in effects:
             continue
         if not any(tolerates(t, taint) for t in tols):
-            out.append({"key": _s(taint.get("key")), "value": _s(taint.get("value")),
-                        "effect": _s(taint.get("effect"))})
+            out.append(
+                {
+                    "key": _s(taint.get("key")),
+                    "value": _s(taint.get("value")),
+                    "effect": _s(taint.get("effect")),
+                }
+            )
     return out
 
 

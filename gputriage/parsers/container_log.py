@@ -35,74 +35,148 @@ def _sig(id_: str, meaning: str, pattern: str, flags: int = 0) -> Signature:
 
 #: In priority order: when one line matches several, the first listed names it.
 SIGNATURES: tuple[Signature, ...] = (
-    _sig("torch_cuda_oom", "PyTorch could not allocate GPU memory",
-         r"CUDA out of memory"),
-    _sig("vllm_free_memory_low", "vLLM found less free GPU memory than it was told to use",
-         r"Free memory on device(?: \S+)? \([\d.]+/[\d.]+ GiB\) on startup is less than desired"),
-    _sig("vllm_no_cache_memory", "vLLM had no GPU memory left for its KV cache",
-         r"No available memory for the cache blocks"),
-    _sig("vllm_kv_cache_too_small", "vLLM's KV cache cannot hold the model's max sequence length",
-         r"larger than the maximum number of tokens that can be stored in KV cache"
-         r"|KV cache is needed, which is larger than the available KV cache memory"),
-    _sig("tf_oom", "TensorFlow ran out of GPU memory",
-         r"OOM when allocating tensor|ResourceExhaustedError"
-         r"|failed to allocate \S+ \(\d+ bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY"),
-    _sig("xla_oom", "JAX/XLA ran out of GPU memory",
-         r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate"),
-    _sig("cuda_error_oom", "a CUDA call failed with out of memory",
-         r"CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"),
-    _sig("nccl_shm", "NCCL could not create its /dev/shm segment (the pod's /dev/shm is full)",
-         r"NCCL WARN Error: failed to extend /dev/shm/\S+ to \d+ bytes"
-         r"|NCCL WARN Call to posix_fallocate failed"
-         r"|NCCL WARN Error while creating shared memory segment"),
-    _sig("nccl_system_error", "NCCL reported an unhandled system error (often /dev/shm; rerun "
-         "with NCCL_DEBUG=INFO)", r"unhandled system error"),
-    _sig("cuda_launch_failure", "a CUDA kernel launch failed (unspecified launch failure): "
-         "a GPU fault (check the node's kernel log for an Xid) or an application bug",
-         r"CUDA error: unspecified launch failure|cudaErrorLaunchFailure"
-         r"|CUDA_ERROR_LAUNCH_FAILED"),
-    _sig("nccl_timeout", "a NCCL collective timed out (the watchdog killed the process group)",
-         r"Watchdog caught collective operation timeout|watchdog thread terminated with "
-         r"exception(?!: CUDA error)|NCCL (?:communicator|operation) (?:was aborted|timed out)"),
-    _sig("shm_bus_error", "a process died with SIGBUS, typically shared memory (/dev/shm) full",
-         r"\bBus error\b|bus error encountered in worker|insufficient shared memory \(shm\)"),
-    _sig("dataloader_killed", "a PyTorch DataLoader worker was SIGKILLed, usually by the "
-         "kernel's OOM killer at the container's memory limit",
-         r"DataLoader worker \(pid\(?s?\)? [\d, ]+\) is killed by signal: Killed"),
-    _sig("cdi_unresolvable", "the container runtime could not resolve the container's CDI "
-         "devices: no CDI spec on the node defines them",
-         r"unresolvable CDI devices?\b"),
-    _sig("driver_insufficient", "the image's CUDA runtime is newer than the node's driver",
-         r"CUDA driver version is insufficient for CUDA runtime version"
-         r"|cudaErrorInsufficientDriver|The NVIDIA driver on your system is too old"),
-    _sig("nvml_unknown_error", "NVML lost access to the device nodes (cgroup device rules "
-         "reset, e.g. systemctl daemon-reload)", r"Failed to initialize NVML: Unknown Error"),
-    _sig("nvml_insufficient_permissions", "NVML cannot open the device nodes",
-         r"Failed to initialize NVML: Insufficient Permissions"),
-    _sig("nvml_driver_mismatch", "the NVML library in the container does not match the driver",
-         r"Failed to initialize NVML: Driver/library version mismatch"),
-    _sig("no_nvidia_driver", "the container sees no NVIDIA driver (no GPU was injected)",
-         r"Found no NVIDIA driver on your system"
-         r"|NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver"),
-    _sig("no_cuda_device", "the container sees no GPU",
-         r"no CUDA-capable device is detected|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE"),
-    _sig("illegal_memory_access", "a kernel touched invalid GPU memory (application bug, or a "
-         "GPU fault: check the node's Xid lines)",
-         r"an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS"
-         r"|cudaErrorIllegalAddress"),
-    _sig("ecc_uncorrectable", "CUDA reported an uncorrectable ECC error on the GPU",
-         r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE"),
-    _sig("cuda_system_not_ready", "CUDA error 802, system not yet initialized: on NVSwitch "
-         "systems the Fabric Manager has not registered the GPUs",
-         r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"),
+    _sig("torch_cuda_oom", "PyTorch could not allocate GPU memory", r"CUDA out of memory"),
+    _sig(
+        "vllm_free_memory_low",
+        "vLLM found less free GPU memory than it was told to use",
+        r"Free memory on device(?: \S+)? \([\d.]+/[\d.]+ GiB\) on startup is less than desired",
+    ),
+    _sig(
+        "vllm_no_cache_memory",
+        "vLLM had no GPU memory left for its KV cache",
+        r"No available memory for the cache blocks",
+    ),
+    _sig(
+        "vllm_kv_cache_too_small",
+        "vLLM's KV cache cannot hold the model's max sequence length",
+        r"larger than the maximum number of tokens that can be stored in KV cache"
+        r"|KV cache is needed, which is larger than the available KV cache memory",
+    ),
+    _sig(
+        "tf_oom",
+        "TensorFlow ran out of GPU memory",
+        r"OOM when allocating tensor|ResourceExhaustedError"
+        r"|failed to allocate \S+ \(\d+ bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY",
+    ),
+    _sig(
+        "xla_oom",
+        "JAX/XLA ran out of GPU memory",
+        r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate",
+    ),
+    _sig(
+        "cuda_error_oom",
+        "a CUDA call failed with out of memory",
+        r"CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+    ),
+    _sig(
+        "nccl_shm",
+        "NCCL could not create its /dev/shm segment (the pod's /dev/shm is full)",
+        r"NCCL WARN Error: failed to extend /dev/shm/\S+ to \d+ bytes"
+        r"|NCCL WARN Call to posix_fallocate failed"
+        r"|NCCL WARN Error while creating shared memory segment",
+    ),
+    _sig(
+        "nccl_system_error",
+        "NCCL reported an unhandled system error (often /dev/shm; rerun with NCCL_DEBUG=INFO)",
+        r"unhandled system error",
+    ),
+    _sig(
+        "cuda_launch_failure",
+        "a CUDA kernel launch failed (unspecified launch failure): "
+        "a GPU fault (check the node's kernel log for an Xid) or an application bug",
+        r"CUDA error: unspecified launch failure|cudaErrorLaunchFailure"
+        r"|CUDA_ERROR_LAUNCH_FAILED",
+    ),
+    _sig(
+        "nccl_timeout",
+        "a NCCL collective timed out (the watchdog killed the process group)",
+        r"Watchdog caught collective operation timeout|watchdog thread terminated with "
+        r"exception(?!: CUDA error)|NCCL (?:communicator|operation) (?:was aborted|timed out)",
+    ),
+    _sig(
+        "shm_bus_error",
+        "a process died with SIGBUS, typically shared memory (/dev/shm) full",
+        r"\bBus error\b|bus error encountered in worker|insufficient shared memory \(shm\)",
+    ),
+    _sig(
+        "dataloader_killed",
+        "a PyTorch DataLoader worker was SIGKILLed, usually by the "
+        "kernel's OOM killer at the container's memory limit",
+        r"DataLoader worker \(pid\(?s?\)? [\d, ]+\) is killed by signal: Killed",
+    ),
+    _sig(
+        "cdi_unresolvable",
+        "the container runtime could not resolve the container's CDI "
+        "devices: no CDI spec on the node defines them",
+        r"unresolvable CDI devices?\b",
+    ),
+    _sig(
+        "driver_insufficient",
+        "the image's CUDA runtime is newer than the node's driver",
+        r"CUDA driver version is insufficient for CUDA runtime version"
+        r"|cudaErrorInsufficientDriver|The NVIDIA driver on your system is too old",
+    ),
+    _sig(
+        "nvml_unknown_error",
+        "NVML lost access to the device nodes (cgroup device rules "
+        "reset, e.g. systemctl daemon-reload)",
+        r"Failed to initialize NVML: Unknown Error",
+    ),
+    _sig(
+        "nvml_insufficient_permissions",
+        "NVML cannot open the device nodes",
+        r"Failed to initialize NVML: Insufficient Permissions",
+    ),
+    _sig(
+        "nvml_driver_mismatch",
+        "the NVML library in the container does not match the driver",
+        r"Failed to initialize NVML: Driver/library version mismatch",
+    ),
+    _sig(
+        "no_nvidia_driver",
+        "the container sees no NVIDIA driver (no GPU was injected)",
+        r"Found no NVIDIA driver on your system"
+        r"|NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver",
+    ),
+    _sig(
+        "no_cuda_device",
+        "the container sees no GPU",
+        r"no CUDA-capable device is detected|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE",
+    ),
+    _sig(
+        "illegal_memory_access",
+        "a kernel touched invalid GPU memory (application bug, or a "
+        "GPU fault: check the node's Xid lines)",
+        r"an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS"
+        r"|cudaErrorIllegalAddress",
+    ),
+    _sig(
+        "ecc_uncorrectable",
+        "CUDA reported an uncorrectable ECC error on the GPU",
+        r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE",
+    ),
+    _sig(
+        "cuda_system_not_ready",
+        "CUDA error 802, system not yet initialized: on NVSwitch "
+        "systems the Fabric Manager has not registered the GPUs",
+        r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY",
+    ),
 )
 
 #: Signature ids that mean "the GPU ran out of memory".
-OOM_IDS = frozenset({"torch_cuda_oom", "vllm_free_memory_low", "vllm_no_cache_memory",
-                     "vllm_kv_cache_too_small", "tf_oom", "xla_oom", "cuda_error_oom"})
+OOM_IDS = frozenset(
+    {
+        "torch_cuda_oom",
+        "vllm_free_memory_low",
+        "vllm_no_cache_memory",
+        "vllm_kv_cache_too_small",
+        "tf_oom",
+        "xla_oom",
+        "cuda_error_oom",
+    }
+)
 
 _MAX_LINE = 2000
-
 
 
 def cdi_devices(line: str) -> list[str]:
@@ -154,7 +228,7 @@ def scan_container_log(text: str, *, keep_per_signature: int = 20) -> LogScan:
         if scan.counts[sig_id] > keep_per_signature:
             continue
         end = text.find("\n", start)
-        body = text[start:end if end >= 0 else len(text)].strip()[:_MAX_LINE]
+        body = text[start : end if end >= 0 else len(text)].strip()[:_MAX_LINE]
         scan.matches.append(LogMatch(sig_id, line, body, extract_numbers(sig_id, body)))
     return scan
 
@@ -164,11 +238,18 @@ def extract_numbers(sig_id: str, line: str) -> dict[str, float]:
     if sig_id == "torch_cuda_oom":
         return parse_torch_oom(line)
     if sig_id == "vllm_free_memory_low":
-        m = re.search(r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
-                      r"utilization \(([\d.]+), ([\d.]+) GiB\)", line)
+        m = re.search(
+            r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
+            r"utilization \(([\d.]+), ([\d.]+) GiB\)",
+            line,
+        )
         if m:
-            return {"free_mib": _mib(m[1], "GiB"), "total_mib": _mib(m[2], "GiB"),
-                    "utilization": float(m[3]), "requested_mib": _mib(m[4], "GiB")}
+            return {
+                "free_mib": _mib(m[1], "GiB"),
+                "total_mib": _mib(m[2], "GiB"),
+                "utilization": float(m[3]),
+                "requested_mib": _mib(m[4], "GiB"),
+            }
     if sig_id == "tf_oom":
         m = re.search(r"failed to allocate \S+ \((\d+) bytes\)", line)
         if m:
@@ -244,7 +325,19 @@ def other_process_mib(numbers: dict[str, float]) -> float | None:
 
 
 def _mib(number: str, unit: str) -> float:
-    scale = {"bytes": 1 / 2**20, "k": 1 / 1024, "kb": 1 / 1024, "kib": 1 / 1024, "m": 1,
-             "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024, "t": 1024**2, "tb": 1024**2,
-             "tib": 1024**2}
+    scale = {
+        "bytes": 1 / 2**20,
+        "k": 1 / 1024,
+        "kb": 1 / 1024,
+        "kib": 1 / 1024,
+        "m": 1,
+        "mb": 1,
+        "mib": 1,
+        "g": 1024,
+        "gb": 1024,
+        "gib": 1024,
+        "t": 1024**2,
+        "tb": 1024**2,
+        "tib": 1024**2,
+    }
     return round(float(number) * scale.get(unit.lower(), 1), 2)

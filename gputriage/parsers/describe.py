@@ -28,21 +28,70 @@ from typing import Any
 
 Lines = list[tuple[int, str]]  # (1-based line number, text)
 
-_TOP_KEYS = frozenset({
-    "Name", "Namespace", "Priority", "Priority Class Name", "PriorityClassName",
-    "Runtime Class Name",
-    "Service Account", "Node", "Start Time", "Labels", "Annotations", "Status",
-    "Termination Grace Period", "Reason", "Message", "SeccompProfile", "LocalhostProfile", "IP",
-    "IPs", "Controlled By", "NominatedNodeName", "Resources", "Init Containers", "Containers",
-    "Ephemeral Containers", "Readiness Gates", "Conditions", "Volumes", "QoS Class",
-    "Node-Selectors", "Tolerations", "Topology Spread Constraints", "Events",
-})
-_CONTAINER_KEYS = frozenset({
-    "Container ID", "Image", "Image ID", "Port", "Ports", "Host Port", "Host Ports",
-    "SeccompProfile", "Command", "Args", "State", "Last State", "Ready", "Restart Count",
-    "Limits", "Requests", "Liveness", "Readiness", "Startup", "Environment Variables from",
-    "Environment", "Mounts", "Devices",
-})
+_TOP_KEYS = frozenset(
+    {
+        "Name",
+        "Namespace",
+        "Priority",
+        "Priority Class Name",
+        "PriorityClassName",
+        "Runtime Class Name",
+        "Service Account",
+        "Node",
+        "Start Time",
+        "Labels",
+        "Annotations",
+        "Status",
+        "Termination Grace Period",
+        "Reason",
+        "Message",
+        "SeccompProfile",
+        "LocalhostProfile",
+        "IP",
+        "IPs",
+        "Controlled By",
+        "NominatedNodeName",
+        "Resources",
+        "Init Containers",
+        "Containers",
+        "Ephemeral Containers",
+        "Readiness Gates",
+        "Conditions",
+        "Volumes",
+        "QoS Class",
+        "Node-Selectors",
+        "Tolerations",
+        "Topology Spread Constraints",
+        "Events",
+    }
+)
+_CONTAINER_KEYS = frozenset(
+    {
+        "Container ID",
+        "Image",
+        "Image ID",
+        "Port",
+        "Ports",
+        "Host Port",
+        "Host Ports",
+        "SeccompProfile",
+        "Command",
+        "Args",
+        "State",
+        "Last State",
+        "Ready",
+        "Restart Count",
+        "Limits",
+        "Requests",
+        "Liveness",
+        "Readiness",
+        "Startup",
+        "Environment Variables from",
+        "Environment",
+        "Mounts",
+        "Devices",
+    }
+)
 _STATE_KEYS = frozenset({"Reason", "Message", "Exit Code", "Signal", "Started", "Finished"})
 
 _TOP_LINE = re.compile(r"^(?P<key>[A-Z][A-Za-z -]*):(?:[ \t]+(?P<value>.*?))?\s*$")
@@ -64,14 +113,25 @@ _TOLERATION = re.compile(
     r"(?:\s*op=(?P<op>Exists))?(?: for (?P<seconds>-?\d+)s)?$"
 )
 _OWNER_API = {
-    "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
-    "Deployment": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1", "Node": "v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "Job": "batch/v1",
+    "CronJob": "batch/v1",
+    "Node": "v1",
     "ReplicationController": "v1",
 }
 _VOLUME_TYPES = {
-    "EmptyDir": "emptyDir", "HostPath": "hostPath", "PersistentVolumeClaim":
-    "persistentVolumeClaim", "ConfigMap": "configMap", "Secret": "secret", "Projected":
-    "projected", "EphemeralVolume": "ephemeral", "DownwardAPI": "downwardAPI", "CSI": "csi",
+    "EmptyDir": "emptyDir",
+    "HostPath": "hostPath",
+    "PersistentVolumeClaim": "persistentVolumeClaim",
+    "ConfigMap": "configMap",
+    "Secret": "secret",
+    "Projected": "projected",
+    "EphemeralVolume": "ephemeral",
+    "DownwardAPI": "downwardAPI",
+    "CSI": "csi",
 }
 
 
@@ -89,30 +149,45 @@ class _PodDescribe:
         self.meta: dict[str, Any] = {}
         self.spec: dict[str, Any] = {}
         self.status: dict[str, Any] = {}
-        self.pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": self.meta,
-                                    "spec": self.spec, "status": self.status}
+        self.pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": self.meta,
+            "spec": self.spec,
+            "status": self.status,
+        }
         self.events: list[dict[str, Any]] = []
 
     def parse(self, text: str) -> None:
         handlers: dict[str, Callable[[str, Lines], None]] = {
-            "Labels": self._labels, "Annotations": self._annotations, "Node": self._node,
-            "Status": self._status, "Message": self._message, "Controlled By": self._owner,
+            "Labels": self._labels,
+            "Annotations": self._annotations,
+            "Node": self._node,
+            "Status": self._status,
+            "Message": self._message,
+            "Controlled By": self._owner,
             "Start Time": lambda v, _b: self.status.__setitem__("startTime", _rfc3339(v)),
-            "IPs": self._ips, "Resources": self._pod_resources,
+            "IPs": self._ips,
+            "Resources": self._pod_resources,
             "Init Containers": lambda _v, b: self._containers(b, init=True),
             "Containers": lambda _v, b: self._containers(b, init=False),
-            "Conditions": self._conditions, "Volumes": self._volumes,
-            "Node-Selectors": self._node_selector, "Tolerations": self._tolerations,
-            "Events": self._events, "Termination Grace Period": self._grace,
+            "Conditions": self._conditions,
+            "Volumes": self._volumes,
+            "Node-Selectors": self._node_selector,
+            "Tolerations": self._tolerations,
+            "Events": self._events,
+            "Termination Grace Period": self._grace,
             "Priority": self._priority,
         }
         simple = {
-            "Name": (self.meta, "name"), "Namespace": (self.meta, "namespace"),
+            "Name": (self.meta, "name"),
+            "Namespace": (self.meta, "namespace"),
             "Priority Class Name": (self.spec, "priorityClassName"),
             "PriorityClassName": (self.spec, "priorityClassName"),  # kubectl <= 1.14
             "Runtime Class Name": (self.spec, "runtimeClassName"),
             "Service Account": (self.spec, "serviceAccountName"),
-            "Reason": (self.status, "reason"), "IP": (self.status, "podIP"),
+            "Reason": (self.status, "reason"),
+            "IP": (self.status, "podIP"),
             "NominatedNodeName": (self.status, "nominatedNodeName"),
             "QoS Class": (self.status, "qosClass"),
         }
@@ -175,10 +250,14 @@ class _PodDescribe:
     def _owner(self, value: str, _body: Lines) -> None:
         kind, sep, name = value.partition("/")
         if sep and kind and name:
-            self.meta["ownerReferences"] = [{
-                "apiVersion": _OWNER_API.get(kind, ""), "kind": kind, "name": name,
-                "controller": True,
-            }]
+            self.meta["ownerReferences"] = [
+                {
+                    "apiVersion": _OWNER_API.get(kind, ""),
+                    "kind": kind,
+                    "name": name,
+                    "controller": True,
+                }
+            ]
 
     def _ips(self, _value: str, body: Lines) -> None:
         ips = []
@@ -268,14 +347,24 @@ class _PodDescribe:
             source["component"] = component
             if host:
                 source["host"] = host
-        involved = {"kind": "Pod", "name": self.meta.get("name", ""),
-                    "namespace": self.meta.get("namespace", "")}
+        involved = {
+            "kind": "Pod",
+            "name": self.meta.get("name", ""),
+            "namespace": self.meta.get("namespace", ""),
+        }
         return {
-            "apiVersion": "v1", "kind": "Event", "type": m["type"], "reason": m["reason"],
-            "message": (m["message"] or "").strip(), "count": int(m["count"] or 1),
-            "source": source, "involvedObject": involved,
+            "apiVersion": "v1",
+            "kind": "Event",
+            "type": m["type"],
+            "reason": m["reason"],
+            "message": (m["message"] or "").strip(),
+            "count": int(m["count"] or 1),
+            "source": source,
+            "involvedObject": involved,
             "metadata": {"namespace": involved["namespace"]},
-            "_line": lineno, "_age": m["age"], "_first_age": m["over"] or m["age"],
+            "_line": lineno,
+            "_age": m["age"],
+            "_first_age": m["over"] or m["age"],
         }
 
 
@@ -451,9 +540,16 @@ def _resources(lines: Lines) -> dict[str, dict[str, str]]:
 
 
 def _volume_field(source: dict[str, Any], key: str, value: str) -> None:
-    names = {"Medium": "medium", "SizeLimit": "sizeLimit", "Path": "path", "HostPathType": "type",
-             "ClaimName": "claimName", "SecretName": "secretName", "Name": "name",
-             "Driver": "driver"}
+    names = {
+        "Medium": "medium",
+        "SizeLimit": "sizeLimit",
+        "Path": "path",
+        "HostPathType": "type",
+        "ClaimName": "claimName",
+        "SecretName": "secretName",
+        "Name": "name",
+        "Driver": "driver",
+    }
     if key in names and _present(value):
         source[names[key]] = value
     elif key == "ReadOnly" and value in ("true", "false"):

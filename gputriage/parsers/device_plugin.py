@@ -32,66 +32,135 @@ _START_MARKERS = (
     re.compile(r"^Starting NVIDIA Device Plugin"),
     re.compile(r"^Loading NVML", re.IGNORECASE),
 )
-_RESTART = re.compile(r"inotify: (?P<what>\S+) created, restarting|"
-                      r"Received (?P<sig>SIGHUP), restarting|"
-                      r"Found \d+ GPUs, while only \d+ are registered\. Stopping device-plugin")
+_RESTART = re.compile(
+    r"inotify: (?P<what>\S+) created, restarting|"
+    r"Received (?P<sig>SIGHUP), restarting|"
+    r"Found \d+ GPUs, while only \d+ are registered\. Stopping device-plugin"
+)
 _VERSION = re.compile(r"\bversion[=: ]+\"?(?P<v>v?\d[\w.\-+]*)")
-_REGISTERED = re.compile(r"Registered device plugin for '(?P<res>[^']+)' with Kubelet|"
-                         r"Registered device plugin with Kubelet|"
-                         r"device-plugin registered with the kubelet", re.IGNORECASE)
+_REGISTERED = re.compile(
+    r"Registered device plugin for '(?P<res>[^']+)' with Kubelet|"
+    r"Registered device plugin with Kubelet|"
+    r"device-plugin registered with the kubelet",
+    re.IGNORECASE,
+)
 _SERVING = re.compile(r"Starting to serve '(?P<res>[^']+)' on (?P<sock>\S+)")
-_REGISTRATION_ERROR = re.compile(r"Could not register device plugin: (?P<err>.+)|"
-                                 r"Could not contact Kubelet")
+_REGISTRATION_ERROR = re.compile(
+    r"Could not register device plugin: (?P<err>.+)|"
+    r"Could not contact Kubelet"
+)
 _NVML_FAILED = re.compile(
     r"Failed to initialize NVML: (?P<a>.+)|Failed to start nvml with error:\s*(?P<b>.+)|"
     r"nvml init failed: (?P<c>.+)|NVML init failed: (?P<d>[^;]+)|"
     r"failed to initialize NVML: (?P<e>.+)|NVML not detected: (?P<h>.+)|"  # v0.17 rm.go
-    r"(?P<f>could not load NVML library)|(?P<g>ERROR_LIBRARY_NOT_FOUND)")
-_RUNTIME_HINT = re.compile(r"did you set the docker default runtime to `?nvidia`?|"
-                           r"did you configure the NVIDIA Container Toolkit")
-_NO_DEVICES = re.compile(r"No devices found\. Waiting indefinitely|No devices found|"
-                         r"Found 0 GPU devices", re.IGNORECASE)
-_XID_DEVICE = re.compile(r"XidCriticalError: Xid=(?P<xid>\d+) on Device=(?P<dev>[^\s,;]+)"
-                         r"(?:, uuid=(?P<uuid>[^\s,;]+))?")
+    r"(?P<f>could not load NVML library)|(?P<g>ERROR_LIBRARY_NOT_FOUND)"
+)
+_RUNTIME_HINT = re.compile(
+    r"did you set the docker default runtime to `?nvidia`?|"
+    r"did you configure the NVIDIA Container Toolkit"
+)
+_NO_DEVICES = re.compile(
+    r"No devices found\. Waiting indefinitely|No devices found|"
+    r"Found 0 GPU devices",
+    re.IGNORECASE,
+)
+_XID_DEVICE = re.compile(
+    r"XidCriticalError: Xid=(?P<xid>\d+) on Device=(?P<dev>[^\s,;]+)"
+    r"(?:, uuid=(?P<uuid>[^\s,;]+))?"
+)
 _XID_ALL = re.compile(r"XidCriticalError: Xid=(?P<xid>\d+), All devices will go unhealthy")
 _XID_UNKNOWN_DEVICE = re.compile(r"XidCriticalError: Xid=(?P<xid>\d+) on unknown device")
 _MARKED = re.compile(r"(?:'(?P<res>[^']+)' )?device marked unhealthy: (?P<dev>\S+)")
 _UNHEALTHY_REASONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nvml_error", re.compile(r"Marking device (?P<dev>\S+) as unhealthy: (?P<why>.+)")),
-    ("placement_unknown", re.compile(r"Could not determine device placement for (?P<dev>\S+): "
-                                     r"(?P<why>.+?); Marking it unhealthy", re.IGNORECASE)),
-    ("no_handle", re.compile(r"unable to get device handle from UUID: (?P<why>.+?); "
-                             r"marking it as unhealthy", re.IGNORECASE)),
-    ("events_unsupported", re.compile(r"unable to determine the supported events for "
-                                      r"(?P<dev>\S+): (?P<why>.+?); marking it as unhealthy",
-                                      re.IGNORECASE)),
-    ("too_old", re.compile(r"Warning: (?:GPU with UUID )?(?P<dev>\S+) is too old to support "
-                           r"heal?t?h?c?h?ecking(?P<why>.*?)\.? Marking it unhealthy",
-                           re.IGNORECASE)),
+    (
+        "placement_unknown",
+        re.compile(
+            r"Could not determine device placement for (?P<dev>\S+): "
+            r"(?P<why>.+?); Marking it unhealthy",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "no_handle",
+        re.compile(
+            r"unable to get device handle from UUID: (?P<why>.+?); "
+            r"marking it as unhealthy",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "events_unsupported",
+        re.compile(
+            r"unable to determine the supported events for "
+            r"(?P<dev>\S+): (?P<why>.+?); marking it as unhealthy",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "too_old",
+        re.compile(
+            r"Warning: (?:GPU with UUID )?(?P<dev>\S+) is too old to support "
+            r"heal?t?h?c?h?ecking(?P<why>.*?)\.? Marking it unhealthy",
+            re.IGNORECASE,
+        ),
+    ),
 )
-_ALL_UNHEALTHY = re.compile(r"Error waiting for event: (?P<why>.+?); Marking all devices as "
-                            r"unhealthy|Failed to determine uuid for event .*?: (?P<why2>.+?); "
-                            r"Marking all devices as unhealthy", re.IGNORECASE)
-_EVENT = re.compile(r"^(?P<verb>Skipping(?: non-nvmlEventTypeXidCriticalError)? event|"
-                    r"Processing event):? (?P<body>\{.*)")
+_ALL_UNHEALTHY = re.compile(
+    r"Error waiting for event: (?P<why>.+?); Marking all devices as "
+    r"unhealthy|Failed to determine uuid for event .*?: (?P<why2>.+?); "
+    r"Marking all devices as unhealthy",
+    re.IGNORECASE,
+)
+_EVENT = re.compile(
+    r"^(?P<verb>Skipping(?: non-nvmlEventTypeXidCriticalError)? event|"
+    r"Processing event):? (?P<body>\{.*)"
+)
 _EVENT_FIELD = re.compile(r"\b(EventType|EventData):(\d+)")
-_GKE_SKIP = re.compile(r"Skip error Xid=(?P<a>\d+) as it is not Xid Critical|"
-                       r"Health checker is skipping Xid (?P<b>\d+) error")
+_GKE_SKIP = re.compile(
+    r"Skip error Xid=(?P<a>\d+) as it is not Xid Critical|"
+    r"Health checker is skipping Xid (?P<b>\d+) error"
+)
 _IGNORED_XIDS = re.compile(r"Ignoring the following XIDs for health checks: (?P<list>.*)")
-_HEALTH_OFF = re.compile(r"health ?checks? disabled|continuing with health checks disabled",
-                         re.IGNORECASE)
+_HEALTH_OFF = re.compile(
+    r"health ?checks? disabled|continuing with health checks disabled", re.IGNORECASE
+)
 _CONFIG = re.compile(r"Running with config:\s*(?P<json>.*)$", re.DOTALL)
 _MIG_FALLBACK = re.compile(r"Falling back to mig\.strategy=(?P<s>\w+)")
 _ERROR_WORDS = re.compile(
     r"Could not (?:register|contact|start)|Failed to |failed to |Incompatible (?:strategy|"
     r"platform)|GRPC server for '[^']+' (?:crashed|has repeatedly crashed)|unable to load "
-    r"config|error starting plugins|^Error:|[Ee]rror creating nvml|Unable to retrieve list")
+    r"config|error starting plugins|^Error:|[Ee]rror creating nvml|Unable to retrieve list"
+)
 
 #: Cheap first look: a line with none of these words cannot match any pattern above.
-_KEYWORDS = ("regist", "serve", "could not", "nvml", "runtime", "found", "xid", "unhealthy",
-             "skip", "event", "ignor", "health", "strategy", "version", "restart", "stopping",
-             "error", "fail", "incompatible", "crash", "unable", "warning", "marking", "starting",
-             "loading")
+_KEYWORDS = (
+    "regist",
+    "serve",
+    "could not",
+    "nvml",
+    "runtime",
+    "found",
+    "xid",
+    "unhealthy",
+    "skip",
+    "event",
+    "ignor",
+    "health",
+    "strategy",
+    "version",
+    "restart",
+    "stopping",
+    "error",
+    "fail",
+    "incompatible",
+    "crash",
+    "unable",
+    "warning",
+    "marking",
+    "starting",
+    "loading",
+)
 
 #: How many continuation lines a printed config may span.
 MAX_CONFIG_LINES = 400
@@ -109,8 +178,13 @@ class UnhealthyDevice:
     lines: list[int] = field(default_factory=list)
 
     def to_fact(self) -> dict[str, Any]:
-        return {"uuid": self.uuid, "xid": self.xid, "resource": self.resource,
-                "reason": self.reason, "line": self.line}
+        return {
+            "uuid": self.uuid,
+            "xid": self.xid,
+            "resource": self.resource,
+            "reason": self.reason,
+            "line": self.line,
+        }
 
 
 @dataclass
@@ -130,14 +204,18 @@ class PluginConfig:
     resources: list[str] = field(default_factory=list)
 
     def to_fact(self) -> dict[str, Any]:
-        return {"printed": self.printed, "mig_strategy": self.mig_strategy,
-                "sharing": self.sharing, "replicas": self.replicas,
-                "shared_resources": list(self.shared_resources),
-                "rename_by_default": self.rename_by_default,
-                "fail_on_init_error": self.fail_on_init_error,
-                "device_list_strategy": list(self.device_list_strategy),
-                "device_id_strategy": self.device_id_strategy,
-                "resources": list(self.resources)}
+        return {
+            "printed": self.printed,
+            "mig_strategy": self.mig_strategy,
+            "sharing": self.sharing,
+            "replicas": self.replicas,
+            "shared_resources": list(self.shared_resources),
+            "rename_by_default": self.rename_by_default,
+            "fail_on_init_error": self.fail_on_init_error,
+            "device_list_strategy": list(self.device_list_strategy),
+            "device_id_strategy": self.device_id_strategy,
+            "resources": list(self.resources),
+        }
 
 
 @dataclass
@@ -260,9 +338,13 @@ def _scan(out: DevicePluginLog, line: LogLine, msg: str) -> None:
     ignored = _IGNORED_XIDS.search(msg)
     if ignored:
         out.ignored_xids_line = n
-        out.ignored_xids = sorted({_number(x) for x, flag in
-                                   re.findall(r"(\d+)(?::(true|false))?", ignored["list"])
-                                   if flag != "false"})
+        out.ignored_xids = sorted(
+            {
+                _number(x)
+                for x, flag in re.findall(r"(\d+)(?::(true|false))?", ignored["list"])
+                if flag != "false"
+            }
+        )
         if 0 in out.ignored_xids:  # the plugin's "all Xids" sentinel
             out.healthcheck_disabled.append(n)
     if _HEALTH_OFF.search(msg):
@@ -308,13 +390,20 @@ def _scan_health(out: DevicePluginLog, msg: str, n: int) -> bool:
             if etype == 8:
                 out.processed_xids.append((data, n))
         else:
-            out.skipped_events.append({"type": etype, "kind": NVML_EVENT_TYPES.get(etype, ""),
-                                       "xid": data if etype == 8 else 0, "line": n})
+            out.skipped_events.append(
+                {
+                    "type": etype,
+                    "kind": NVML_EVENT_TYPES.get(etype, ""),
+                    "xid": data if etype == 8 else 0,
+                    "line": n,
+                }
+            )
         return True
     gke = _GKE_SKIP.search(msg)
     if gke:
-        out.skipped_events.append({"type": 8, "kind": "xid", "xid": _number(gke["a"] or gke["b"]),
-                                   "line": n})
+        out.skipped_events.append(
+            {"type": 8, "kind": "xid", "xid": _number(gke["a"] or gke["b"]), "line": n}
+        )
         return True
     return False
 
@@ -325,8 +414,15 @@ def _number(digits: str) -> int:
     return int(digits) if len(digits) < 20 else -1
 
 
-def _unhealthy(out: DevicePluginLog, device: str, line: int, *, xid: int = 0,
-               resource: str = "", reason: str = "") -> None:
+def _unhealthy(
+    out: DevicePluginLog,
+    device: str,
+    line: int,
+    *,
+    xid: int = 0,
+    resource: str = "",
+    reason: str = "",
+) -> None:
     uuid = device.strip().rstrip(".,;:'\"")
     for d in out.unhealthy:
         if d.uuid == uuid:
@@ -338,8 +434,9 @@ def _unhealthy(out: DevicePluginLog, device: str, line: int, *, xid: int = 0,
     out.unhealthy.append(UnhealthyDevice(uuid, xid, resource, reason, line, [line]))
 
 
-def _read_config(out: DevicePluginLog, lines: list[LogLine], i: int, first: str,
-                 lineno: int) -> int:
+def _read_config(
+    out: DevicePluginLog, lines: list[LogLine], i: int, first: str, lineno: int
+) -> int:
     """Collect the JSON printed after ``Running with config:``; return the next line index."""
     chunks = [first] if first.strip() else []
     depth = _depth(first)
@@ -381,8 +478,13 @@ def _apply_config(cfg: PluginConfig, data: dict[str, Any], line: int) -> None:
     cfg.mig_strategy = str(flags.get("migStrategy") or cfg.mig_strategy or "")
     cfg.fail_on_init_error = bool(flags.get("failOnInitError"))
     strategy = plugin.get("deviceListStrategy")
-    cfg.device_list_strategy = ([str(s) for s in strategy] if isinstance(strategy, list)
-                                else [str(strategy)] if strategy else [])
+    cfg.device_list_strategy = (
+        [str(s) for s in strategy]
+        if isinstance(strategy, list)
+        else [str(strategy)]
+        if strategy
+        else []
+    )
     cfg.device_id_strategy = str(plugin.get("deviceIDStrategy") or "")
     resources = _obj(data.get("resources"))
     for group in resources.values():

@@ -64,7 +64,10 @@ class GpuSnapshot:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GpuSnapshot:
         names = {f.name for f in fields(GpuRecord)}
-        gpus = [GpuRecord(**{k: v for k, v in g.items() if k in names})
-                for g in data.get("gpus", []) if isinstance(g, dict)]
+        gpus = [
+            GpuRecord(**{k: v for k, v in g.items() if k in names})
+            for g in data.get("gpus", [])
+            if isinstance(g, dict)
+        ]
         top = {f.name for f in fields(cls)} - {"gpus"}
         return cls(gpus=gpus, **{k: v for k, v in data.items() if k in top})

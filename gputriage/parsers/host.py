@@ -15,12 +15,13 @@ from typing import Any
 # --- lsmod ----------------------------------------------------------------------------------
 
 #: The modules the GPU stack cares about, in load order.
-GPU_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem",
-               "nouveau")
+GPU_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem", "nouveau")
 
 # Digit runs are bounded: a real size or count has < 19 digits, and int() refuses > 4300.
-_MODULE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d{1,18})\s+(?P<count>-?\d{1,18}|-)"
-                     r"(?:\s+(?P<users>\S+))?")
+_MODULE = re.compile(
+    r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d{1,18})\s+(?P<count>-?\d{1,18}|-)"
+    r"(?:\s+(?P<users>\S+))?"
+)
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,16 @@ def parse_lsmod(text: str) -> ModuleList:
         if not m or m.group("name") == "Module":
             continue
         count = m.group("count")
-        users = tuple(u for u in (m.group("users") or "").strip(",").split(",")
-                      if u and u not in ("-", "[permanent]"))
-        out.modules.append(KernelModule(m.group("name"), int(m.group("size")),
-                                        -1 if count == "-" else int(count), users))
+        users = tuple(
+            u
+            for u in (m.group("users") or "").strip(",").split(",")
+            if u and u not in ("-", "[permanent]")
+        )
+        out.modules.append(
+            KernelModule(
+                m.group("name"), int(m.group("size")), -1 if count == "-" else int(count), users
+            )
+        )
         out.lines.setdefault(m.group("name"), lineno)
     if not out.modules:
         out.problem = f"no lsmod lines recognised (first line: {_first_line(text)!r})"
@@ -65,9 +72,11 @@ def parse_lsmod(text: str) -> ModuleList:
 
 _LS_ENTRY = re.compile(
     r"^(?P<mode>[bcdlps-][rwxsStT-]{9})[.+@]?\s+\d+\s+\S+\s+\S+\s+"
-    r"(?:(?P<major>\d{1,9}),\s*(?P<minor>\d{1,9})|\d+)\s+(?P<rest>.+)$")
+    r"(?:(?P<major>\d{1,9}),\s*(?P<minor>\d{1,9})|\d+)\s+(?P<rest>.+)$"
+)
 _LS_MISSING = re.compile(
-    r"ls: (?:cannot access )?['\"‘]?(?P<path>/[^'\"’:\s]+)['\"’]?: No such file or directory")
+    r"ls: (?:cannot access )?['\"‘]?(?P<path>/[^'\"’:\s]+)['\"’]?: No such file or directory"
+)
 _LS_DIR = re.compile(r"^(?P<dir>/\S+):$")
 
 
@@ -114,8 +123,9 @@ def parse_dev_nvidia(text: str) -> DeviceListing:
         if header:
             directory = header.group("dir")
             if not any(n.path == directory for n in out.nodes):
-                out.nodes.append(DeviceNode(directory.rsplit("/", 1)[-1], directory, "d",
-                                            "", line=lineno))
+                out.nodes.append(
+                    DeviceNode(directory.rsplit("/", 1)[-1], directory, "d", "", line=lineno)
+                )
             continue
         entry = _LS_ENTRY.match(line)
         if not entry:
@@ -123,9 +133,17 @@ def parse_dev_nvidia(text: str) -> DeviceListing:
         target = entry.group("rest").split(" -> ", 1)[0].split()[-1]
         path = target if target.startswith("/") else f"{directory or '/dev'}/{target}"
         major, minor = entry.group("major"), entry.group("minor")
-        out.nodes.append(DeviceNode(path.rsplit("/", 1)[-1], path, entry.group("mode")[0],
-                                    entry.group("mode"), int(major) if major else None,
-                                    int(minor) if minor else None, lineno))
+        out.nodes.append(
+            DeviceNode(
+                path.rsplit("/", 1)[-1],
+                path,
+                entry.group("mode")[0],
+                entry.group("mode"),
+                int(major) if major else None,
+                int(minor) if minor else None,
+                lineno,
+            )
+        )
     if not out.nodes and not out.missing:
         out.problem = f"no ls -l lines recognised (first line: {_first_line(text)!r})"
     return out
@@ -162,10 +180,11 @@ class ContainerdConfig:
 
     def nvidia_runtime(self) -> Runtime | None:
         """The runtime that launches through nvidia-container-runtime, if any."""
-        return (self.runtime("nvidia")
-                or next((r for r in self.runtimes if "nvidia-container-runtime" in
-                         r.binary_name), None)
-                or next((r for r in self.runtimes if r.name.startswith("nvidia")), None))
+        return (
+            self.runtime("nvidia")
+            or next((r for r in self.runtimes if "nvidia-container-runtime" in r.binary_name), None)
+            or next((r for r in self.runtimes if r.name.startswith("nvidia")), None)
+        )
 
 
 def parse_containerd_config(text: str) -> ContainerdConfig:
@@ -217,8 +236,10 @@ def _read_config(data: dict[str, Any]) -> ContainerdConfig:
     elif "cri" in plugins:
         out.layout, cri = "v1", _table(plugins, "cri")
     else:
-        out.problem = ('no CRI plugin section (plugins."io.containerd.grpc.v1.cri" or '
-                       'plugins."io.containerd.cri.v1.runtime")')
+        out.problem = (
+            'no CRI plugin section (plugins."io.containerd.grpc.v1.cri" or '
+            'plugins."io.containerd.cri.v1.runtime")'
+        )
         return out
     containerd = _table(cri, "containerd")
     name = containerd.get("default_runtime_name")
@@ -243,9 +264,12 @@ def _runtime(name: str, rt: dict[str, Any]) -> Runtime:
     binary = options.get("BinaryName") or options.get("Runtime") or rt.get("runtime_engine")
     systemd = options.get("SystemdCgroup")
     runtime_type = rt.get("runtime_type")
-    return Runtime(name, runtime_type if isinstance(runtime_type, str) else "",
-                   binary if isinstance(binary, str) else "",
-                   systemd if isinstance(systemd, bool) else None)
+    return Runtime(
+        name,
+        runtime_type if isinstance(runtime_type, str) else "",
+        binary if isinstance(binary, str) else "",
+        systemd if isinstance(systemd, bool) else None,
+    )
 
 
 def _first_line(text: str) -> str:

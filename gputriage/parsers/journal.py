@@ -43,8 +43,10 @@ _JOURNAL = re.compile(
     rf"^(?P<ts>{_JOURNAL_TS}) (?P<host>\S+) (?P<unit>[A-Za-z][\w@.\-/]*)(?:\[(?P<pid>\d+)\])?: ?"
     r"(?P<rest>.*)$"
 )
-_RFC3339 = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
-                      r"(?P<rest>.*)$")
+_RFC3339 = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
+    r"(?P<rest>.*)$"
+)
 _KLOG = re.compile(
     r"^(?P<sev>[IWEF])(?P<date>\d{4}) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?)\s+(?P<tid>\d+)\s+"
     r"(?P<src>[^\s\]]+:\d+)\] ?(?P<msg>.*)$"
@@ -52,8 +54,15 @@ _KLOG = re.compile(
 _GOLOG = re.compile(r"^(?P<ts>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P<msg>.*)$")
 _KEY = re.compile(r"([A-Za-z_][\w.\-/]*)=")
 _DETAIL_KEYS = frozenset({"err", "error", "message", "reason"})
-_SEVERITY_WORDS = {"info": "I", "warning": "W", "warn": "W", "error": "E", "fatal": "F",
-                   "panic": "F", "debug": "I"}
+_SEVERITY_WORDS = {
+    "info": "I",
+    "warning": "W",
+    "warn": "W",
+    "error": "E",
+    "fatal": "F",
+    "panic": "F",
+    "debug": "I",
+}
 
 
 @dataclass(frozen=True)
@@ -189,8 +198,9 @@ def _from_json(rest: str) -> tuple[str, str, str, dict[str, str]] | None:
     if not severity and "err" in data:
         severity = "E"
     skip = {"msg", "message", "level", "severity", "ts", "time", "caller", "v"}
-    fields = {str(k): v if isinstance(v, str) else json.dumps(v)
-              for k, v in data.items() if k not in skip}
+    fields = {
+        str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items() if k not in skip
+    }
     return msg, severity, str(data.get("caller") or ""), fields
 
 
@@ -210,18 +220,29 @@ def parse_line(text: str, lineno: int) -> LogLine:
     if k:
         message = k["msg"]
         msg, fields = _structured(message)
-        return LogLine(lineno, text, time or f"{k['date']} {k['time']}", host, unit, k["sev"],
-                       k["src"], message, msg, fields, body)
+        return LogLine(
+            lineno,
+            text,
+            time or f"{k['date']} {k['time']}",
+            host,
+            unit,
+            k["sev"],
+            k["src"],
+            message,
+            msg,
+            fields,
+            body,
+        )
     g = _GOLOG.match(body)
     if g:
-        return LogLine(lineno, text, time or g["ts"], host, unit, "", "", g["msg"], g["msg"],
-                       {}, body)
+        return LogLine(
+            lineno, text, time or g["ts"], host, unit, "", "", g["msg"], g["msg"], {}, body
+        )
     if body.startswith("{"):
         decoded = _from_json(body)
         if decoded:
             msg, severity, origin, fields = decoded
-            return LogLine(lineno, text, time, host, unit, severity, origin, msg, msg, fields,
-                           body)
+            return LogLine(lineno, text, time, host, unit, severity, origin, msg, msg, fields, body)
     return LogLine(lineno, text, time, host, unit, "", "", body, body, {}, body)
 
 
@@ -234,73 +255,166 @@ def iter_lines(text: str) -> Iterator[LogLine]:
 # --- kubelet journal -------------------------------------------------------------------------
 
 _POD_REF = re.compile(r"(?<![\w.-])([a-z0-9][\w.-]*)_([a-z0-9][\w-]*)\(([0-9a-f-]{36})\)")
-_UUID = re.compile(r"(?<![\w-])([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-                   r"(?![\w-])")
+_UUID = re.compile(
+    r"(?<![\w-])([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"(?![\w-])"
+)
 _POD_KEYS = ("pod", "podUID", "pods", "podName")
 
 #: Words of node-wide lines worth keeping even though they name no pod (lower case).
-_NODE_WORDS = ("device plugin", "device-plugin", "deviceplugin", "devicemanager",
-               "device manager", "resourcename", "nvidia", "allocate", "no runtime for",
-               "runtime handler", "runtimehandler", "cdi", "dynamic resources", "resourceclaim",
-               "dra driver", "endpoint")
+_NODE_WORDS = (
+    "device plugin",
+    "device-plugin",
+    "deviceplugin",
+    "devicemanager",
+    "device manager",
+    "resourcename",
+    "nvidia",
+    "allocate",
+    "no runtime for",
+    "runtime handler",
+    "runtimehandler",
+    "cdi",
+    "dynamic resources",
+    "resourceclaim",
+    "dra driver",
+    "endpoint",
+)
 
 _REGISTRATION = re.compile(
-    r'Got registration request from device plugin with resource(?: name)?(?: "([^"]+)")?')
+    r'Got registration request from device plugin with resource(?: name)?(?: "([^"]+)")?'
+)
 _ENDPOINT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("listandwatch_ended", re.compile(r"listAndWatch ended unexpectedly for device plugin",
-                                      re.IGNORECASE)),
-    ("dial_failed", re.compile(r"Unable to connect to device plugin|failed to dial device plugin",
-                               re.IGNORECASE)),
-    ("not_in_cache", re.compile(r"endpoint not found in cache for a registered resource",
-                                re.IGNORECASE)),
-    ("stale_socket", re.compile(r"stale.{0,40}(?:socket|endpoint)|(?:socket|endpoint).{0,40}"
-                                r"stale", re.IGNORECASE)),
-    ("not_registered", re.compile(r"(?:endpoint|device plugin|resource)\b.{0,80}"
-                                  r"\bnot (?:been )?registered", re.IGNORECASE)),
-    ("unhealthy", re.compile(r"Endpoint \(.{0,80}\) became unhealthy|"
-                             r"endpoint.{0,40}(?:became|marked) unhealthy", re.IGNORECASE)),
+    (
+        "listandwatch_ended",
+        re.compile(r"listAndWatch ended unexpectedly for device plugin", re.IGNORECASE),
+    ),
+    (
+        "dial_failed",
+        re.compile(
+            r"Unable to connect to device plugin|failed to dial device plugin", re.IGNORECASE
+        ),
+    ),
+    (
+        "not_in_cache",
+        re.compile(r"endpoint not found in cache for a registered resource", re.IGNORECASE),
+    ),
+    (
+        "stale_socket",
+        re.compile(
+            r"stale.{0,40}(?:socket|endpoint)|(?:socket|endpoint).{0,40}"
+            r"stale",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "not_registered",
+        re.compile(
+            r"(?:endpoint|device plugin|resource)\b.{0,80}"
+            r"\bnot (?:been )?registered",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "unhealthy",
+        re.compile(
+            r"Endpoint \(.{0,80}\) became unhealthy|"
+            r"endpoint.{0,40}(?:became|marked) unhealthy",
+            re.IGNORECASE,
+        ),
+    ),
 )
 _GRPC_NOISE = re.compile(r'scheme "[^"]*" not registered')
 
 _ADMISSION_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("devices_unavailable", re.compile(
-        r"requested number of devices unavailable for (?P<res>[^\s.]+(?:\.[^\s.]+)*)\. "
-        r"Requested: (?P<req>\d+), Available: (?P<avail>\d+)")),
-    ("no_healthy_devices", re.compile(
-        r"no healthy devices present; cannot allocate unhealthy devices (?P<res>[^\s,]+)")),
-    ("previously_allocated_unhealthy", re.compile(
-        r"previously allocated devices are no longer healthy; cannot allocate unhealthy devices "
-        r"(?P<res>[^\s,]+)")),
-    ("unregistered_device", re.compile(r"(?:cannot|can't) allocate unregistered device "
-                                       r"(?P<res>[^\s,]+)")),
+    (
+        "devices_unavailable",
+        re.compile(
+            r"requested number of devices unavailable for (?P<res>[^\s.]+(?:\.[^\s.]+)*)\. "
+            r"Requested: (?P<req>\d+), Available: (?P<avail>\d+)"
+        ),
+    ),
+    (
+        "no_healthy_devices",
+        re.compile(
+            r"no healthy devices present; cannot allocate unhealthy devices (?P<res>[^\s,]+)"
+        ),
+    ),
+    (
+        "previously_allocated_unhealthy",
+        re.compile(
+            r"previously allocated devices are no longer healthy; "
+            r"cannot allocate unhealthy devices "
+            r"(?P<res>[^\s,]+)"
+        ),
+    ),
+    (
+        "unregistered_device",
+        re.compile(
+            r"(?:cannot|can't) allocate unregistered device "
+            r"(?P<res>[^\s,]+)"
+        ),
+    ),
     ("preferred_allocation_failed", re.compile(r"GetPreferredAllocation rpc failed")),
     ("prestart_failed", re.compile(r"PreStartContainer rpc failed")),
-    ("endpoint_not_found", re.compile(r"endpoint not found in cache for a registered resource"
-                                      r"(?::? (?P<res>[^\s,]+))?")),
+    (
+        "endpoint_not_found",
+        re.compile(
+            r"endpoint not found in cache for a registered resource"
+            r"(?::? (?P<res>[^\s,]+))?"
+        ),
+    ),
     # The numbers first: a journal line may carry the reason (OutOf<res>) before the message.
-    ("out_of_resource", re.compile(
-        r"Node didn't have enough resource: (?P<res>[^\s,]+), requested: (?P<req>\d+), "
-        r"used: \d+, capacity: (?P<avail>\d+)")),
+    (
+        "out_of_resource",
+        re.compile(
+            r"Node didn't have enough resource: (?P<res>[^\s,]+), requested: (?P<req>\d+), "
+            r"used: \d+, capacity: (?P<avail>\d+)"
+        ),
+    ),
     ("out_of_resource", re.compile(r"\bOutOf(?P<res2>[\w./-]+)")),
-    ("topology_affinity", re.compile(r"Resources cannot be allocated with Topology locality|"
-                                     r"\bTopologyAffinityError\b|Topology Affinity Error")),
+    (
+        "topology_affinity",
+        re.compile(
+            r"Resources cannot be allocated with Topology locality|"
+            r"\bTopologyAffinityError\b|Topology Affinity Error"
+        ),
+    ),
     # "Allocate failed due to" (k8s >= 1.17), "Update plugin resources failed due to" (older).
-    ("allocate_failed", re.compile(r"(?:Allocate|Update plugin resources) failed due to "
-                                   r"(?P<inner>.+?)(?:, which is unexpected|$)")),
+    (
+        "allocate_failed",
+        re.compile(
+            r"(?:Allocate|Update plugin resources) failed due to "
+            r"(?P<inner>.+?)(?:, which is unexpected|$)"
+        ),
+    ),
     ("unexpected_admission", re.compile(r"UnexpectedAdmissionError")),
-    ("rejected", re.compile(r"Pod was rejected|Failed to admit pod|Predicate failed on Pod|"
-                            r"pod admission (?:denied|failed)", re.IGNORECASE)),
+    (
+        "rejected",
+        re.compile(
+            r"Pod was rejected|Failed to admit pod|Predicate failed on Pod|"
+            r"pod admission (?:denied|failed)",
+            re.IGNORECASE,
+        ),
+    ),
 )
 
-_SANDBOX = re.compile(r"CreatePodSandbox|RunPodSandbox|Failed to create (?:pod )?sandbox|"
-                      r"FailedCreatePodSandBox", re.IGNORECASE)
-_DRA = re.compile(r"Failed to prepare dynamic resources|FailedPrepareDynamicResources|"
-                  r"prepare dynamic resources|DRA driver \S+ is not registered|"
-                  r"Unable to get container claim info state|NodePrepareResources failed",
-                  re.IGNORECASE)
+_SANDBOX = re.compile(
+    r"CreatePodSandbox|RunPodSandbox|Failed to create (?:pod )?sandbox|"
+    r"FailedCreatePodSandBox",
+    re.IGNORECASE,
+)
+_DRA = re.compile(
+    r"Failed to prepare dynamic resources|FailedPrepareDynamicResources|"
+    r"prepare dynamic resources|DRA driver \S+ is not registered|"
+    r"Unable to get container claim info state|NodePrepareResources failed",
+    re.IGNORECASE,
+)
 _EVICT = re.compile(r"\bevict", re.IGNORECASE)
-_EVICT_RESOURCE = re.compile(r"The node was low on resource: (?P<res>[\w.\-/]+)|"
-                             r"Usage of EmptyDir volume \"(?P<vol>[^\"]+)\"")
+_EVICT_RESOURCE = re.compile(
+    r"The node was low on resource: (?P<res>[\w.\-/]+)|"
+    r"Usage of EmptyDir volume \"(?P<vol>[^\"]+)\""
+)
 
 
 @dataclass
@@ -318,9 +432,16 @@ class Signal:
     lines: list[int] = field(default_factory=list)
 
     def to_fact(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "line": self.line,
-                "count": self.count, "resource": self.resource, "requested": self.requested,
-                "available": self.available, "devices": list(self.devices)}
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "line": self.line,
+            "count": self.count,
+            "resource": self.resource,
+            "requested": self.requested,
+            "available": self.available,
+            "devices": list(self.devices),
+        }
 
 
 @dataclass
@@ -397,14 +518,15 @@ def _names_a_pod(line: LogLine, flat: str) -> bool:
     if _POD_REF.search(flat):
         return True
     for m in _UUID.finditer(flat):
-        before = flat[max(0, m.start() - 4):m.start()]
+        before = flat[max(0, m.start() - 4) : m.start()]
         if not before.endswith(("GPU-", "MIG-")):
             return True
     return False
 
 
-def parse_kubelet_journal(text: str, *, namespace: str = "", pod: str = "",
-                          uid: str = "") -> KubeletJournal:
+def parse_kubelet_journal(
+    text: str, *, namespace: str = "", pod: str = "", uid: str = ""
+) -> KubeletJournal:
     """Sort a kubelet journal into GPU signals for the pod ``namespace/pod`` (uid ``uid``).
 
     Lines naming another pod are skipped; lines naming no pod are kept when they are about
@@ -443,8 +565,7 @@ def _node_relevant(text: str) -> bool:
     return any(word in low for word in _NODE_WORDS)
 
 
-def _classify(out: KubeletJournal, line: LogLine, relation: _Relation,
-              last_reclaim: str) -> None:
+def _classify(out: KubeletJournal, line: LogLine, relation: _Relation, last_reclaim: str) -> None:
     n = line.lineno
     text = line.detail
     reg = _REGISTRATION.search(text)
@@ -464,8 +585,9 @@ def _classify(out: KubeletJournal, line: LogLine, relation: _Relation,
         if out.runtime_handler is None:
             out.runtime_handler = (handler, n)
         out.runtime_handler_lines.append(n)
-    if _SANDBOX.search(text) and (line.severity in ("E", "W") or re.search(r"(?i)error|fail",
-                                                                          text)):
+    if _SANDBOX.search(text) and (
+        line.severity in ("E", "W") or re.search(r"(?i)error|fail", text)
+    ):
         _add(out.sandbox_errors, Signal("sandbox", _error_tail(text), n))
     for err in container_cli_errors(text):
         _add(out.container_cli_errors, Signal(err.kind, err.message, n))
@@ -496,7 +618,11 @@ def _classify_admission(out: KubeletJournal, lineno: int, text: str) -> None:
         elif kind in ("unexpected_admission", "rejected"):
             message = _error_tail(text)
         else:
-            message = _clean(text[m.start():])
-        _add(out.admission_errors, Signal(kind, message, lineno, resource=resource,
-                                          requested=requested, available=available))
+            message = _clean(text[m.start() :])
+        _add(
+            out.admission_errors,
+            Signal(
+                kind, message, lineno, resource=resource, requested=requested, available=available
+            ),
+        )
         return

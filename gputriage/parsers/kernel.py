@@ -108,7 +108,8 @@ class KernelLog:
 _PCI_TEXT = r"[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?"
 _PCI_PARTS = re.compile(
     r"(?:PCI:)?(?:(?P<dom>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,2})"
-    r"(?:\.[0-7])?$")
+    r"(?:\.[0-7])?$"
+)
 
 
 def normalize_pci(text: str) -> str:
@@ -126,8 +127,12 @@ def normalize_pci(text: str) -> str:
 
 # --- line prefixes (timestamps, hosts, facilities) -----------------------------------------
 
-_MONTHS = {m: i for i, m in enumerate(
-    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
 _MON = "|".join(_MONTHS)
 _DAY = "Mon|Tue|Wed|Thu|Fri|Sat|Sun"
 _HMS = r"\d{2}:\d{2}:\d{2}"
@@ -135,15 +140,24 @@ _HMS = r"\d{2}:\d{2}:\d{2}"
 _KMSG = re.compile(r"\d{1,3},\d+,(?P<usec>\d+),[^;]{0,40};")
 _FACILITY = re.compile(
     r"(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:"
-    r"\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s*")
-_ISO = re.compile(rf"(?P<date>\d{{4}}-\d{{2}}-\d{{2}})[T ](?P<hms>{_HMS})"
-                  r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d{2}:?\d{2})?\s+")
-_CTIME = re.compile(rf"\[\s*(?:{_DAY})\s+(?P<mon>{_MON})\s+(?P<day>\d{{1,2}})\s+(?P<hms>{_HMS})"
-                    r"\s+(?P<year>\d{4})\s*\]\s*")
-_FABRIC = re.compile(rf"\[(?P<mon>{_MON})\s+(?P<day>\d{{1,2}})\s+(?P<year>\d{{4}})\s+"
-                     rf"(?P<hms>{_HMS})\]\s*(?:\[[A-Z]+\]\s*)?(?:\[tid \d+\]\s*)?")
-_FULL = re.compile(rf"(?:{_DAY})\s+(?P<date>\d{{4}}-\d{{2}}-\d{{2}})\s+(?P<hms>{_HMS})(?:\.\d+)?"
-                   r"\s+(?P<tz>[A-Z]{2,5}|[+-]\d{4})\s+")
+    r"\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s*"
+)
+_ISO = re.compile(
+    rf"(?P<date>\d{{4}}-\d{{2}}-\d{{2}})[T ](?P<hms>{_HMS})"
+    r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d{2}:?\d{2})?\s+"
+)
+_CTIME = re.compile(
+    rf"\[\s*(?:{_DAY})\s+(?P<mon>{_MON})\s+(?P<day>\d{{1,2}})\s+(?P<hms>{_HMS})"
+    r"\s+(?P<year>\d{4})\s*\]\s*"
+)
+_FABRIC = re.compile(
+    rf"\[(?P<mon>{_MON})\s+(?P<day>\d{{1,2}})\s+(?P<year>\d{{4}})\s+"
+    rf"(?P<hms>{_HMS})\]\s*(?:\[[A-Z]+\]\s*)?(?:\[tid \d+\]\s*)?"
+)
+_FULL = re.compile(
+    rf"(?:{_DAY})\s+(?P<date>\d{{4}}-\d{{2}}-\d{{2}})\s+(?P<hms>{_HMS})(?:\.\d+)?"
+    r"\s+(?P<tz>[A-Z]{2,5}|[+-]\d{4})\s+"
+)
 _SYSLOG = re.compile(rf"(?P<mon>{_MON})\s+(?P<day>\d{{1,2}})\s+(?P<hms>{_HMS})(?:\.\d+)?\s+")
 _HOST_KERNEL = re.compile(r"(?:[\w.\-]{1,253}\s+)?kernel(?:\[\d+\])?:\s*")
 _UPTIME = re.compile(r"\[\s*(?P<up>\d+(?:\.\d+)?)\]\s*")
@@ -215,86 +229,131 @@ def _prefix(line: str) -> _Prefix:
 
 _XID = re.compile(
     rf"NVRM: (?:GPU\d+ )?Xid \((?:PCI:)?(?P<pci>{_PCI_TEXT})(?: GPU-I:(?P<gi>\d+))?"
-    r"(?: GPU-CI:(?P<ci>\d+))?\):\s*(?P<code>\d{1,5})\b,?\s*(?P<rest>.*)")
+    r"(?: GPU-CI:(?P<ci>\d+))?\):\s*(?P<code>\d{1,5})\b,?\s*(?P<rest>.*)"
+)
 #: NVIDIA's documented pre-A100 page-retirement form: "XID 48 An uncorrectable ... GPU (<id>)".
 _XID_LEGACY_DPR = re.compile(r"(?:^|\s)XID (?P<code>\d{1,3}) (?P<rest>[A-Z].*)")
 _TRAILING_PCI = re.compile(rf"\((?:PCI:)?(?P<pci>{_PCI_TEXT})\)\s*$")
-_XID_NVML = re.compile(r"XidCriticalError: Xid=(?P<code>\d{1,5}) on Device=(?P<dev>[^,\s]+),?"
-                       r"\s*(?P<rest>.*)")
+_XID_NVML = re.compile(
+    r"XidCriticalError: Xid=(?P<code>\d{1,5}) on Device=(?P<dev>[^,\s]+),?"
+    r"\s*(?P<rest>.*)"
+)
 _PID = re.compile(r"pid=(?:'(?P<q>[^']*)'|(?P<p>[^,\s]*))\s*(?:,\s*|$)")
 #: How the message after "name=<process>, " starts; used to find where a process name whose
 #: text contains ", " ends.
 _MESSAGE_START = re.compile(
     r"(?:Ch\b|channel |Channel |ChID|Graphics |GPU |Contained|Uncontained|Timeout|Row Remapper"
     r"|An uncorrectable|NVLink|MMU|errorString|Preemptive|Dynamic Page|caused by"
-    r"|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*\s+(?:Fatal|Nonfatal|Non-fatal)\b)")
+    r"|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*\s+(?:Fatal|Nonfatal|Non-fatal)\b)"
+)
 _CAUSED_BY = re.compile(r"caused by previous Xid (?P<code>\d{1,5})")
 _GPC = re.compile(r"\(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), SM (?P<sm>\d+)\)")
 _NVLINK5 = re.compile(
     r"(?P<unit>[A-Z][A-Z0-9_]*)\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\s+XC\d+\s+i\d+\s+"
-    r"Link\s+(?P<link>-?\d+)\s*\((?P<regs>[^)]*)\)")
-_NVLINK_74 = re.compile(r"NVLink: (?P<sev>fatal|non-fatal|nonfatal)?\s*error detected on link "
-                        r"(?P<link>\d+)\s*\((?P<regs>[^)]*)\)", re.IGNORECASE)
+    r"Link\s+(?P<link>-?\d+)\s*\((?P<regs>[^)]*)\)"
+)
+_NVLINK_74 = re.compile(
+    r"NVLink: (?P<sev>fatal|non-fatal|nonfatal)?\s*error detected on link "
+    r"(?P<link>\d+)\s*\((?P<regs>[^)]*)\)",
+    re.IGNORECASE,
+)
 _RECOVERY = re.compile(
     r"GPU recovery action changed from (?P<f>0x[0-9A-Fa-f]+|\d+) \((?P<fn>[^)]*)\) to "
-    r"(?P<t>0x[0-9A-Fa-f]+|\d+) \((?P<tn>[^)]*)\)")
+    r"(?P<t>0x[0-9A-Fa-f]+|\d+) \((?P<tn>[^)]*)\)"
+)
 _MMU_ENGINE = re.compile(r"MMU Fault: ENGINE (?P<unit>\S+)")
 _CONTAINED = re.compile(r"^(?:Contained|Uncontained): (?P<unit>\w+)")
 
-_SXID = re.compile(rf"(?P<dev>nvidia-nvswitch\d+):\s*SXid \((?:PCI:)?(?P<pci>{_PCI_TEXT})\):\s*"
-                   r"(?P<code>\d{1,6})\b,?\s*(?P<rest>.*)")
-_SXID_EVENT = re.compile(r"(?P<sev>Fatal|Non-fatal|Nonfatal),\s*(?:Link\s+(?P<link>\d+)\s*)?"
-                         r"(?P<desc>.*)")
+_SXID = re.compile(
+    rf"(?P<dev>nvidia-nvswitch\d+):\s*SXid \((?:PCI:)?(?P<pci>{_PCI_TEXT})\):\s*"
+    r"(?P<code>\d{1,6})\b,?\s*(?P<rest>.*)"
+)
+_SXID_EVENT = re.compile(
+    r"(?P<sev>Fatal|Non-fatal|Nonfatal),\s*(?:Link\s+(?P<link>\d+)\s*)?"
+    r"(?P<desc>.*)"
+)
 _SXID_DETAIL = re.compile(r"(?:Severity \d+|Data \{|.*\bdata\[\d+\])")
 _FABRIC_SXID = re.compile(
     rf"detected NVSwitch (?P<sev>non-fatal|fatal) error (?P<code>\d{{1,6}}) on fid \d+ on "
     rf"NVSwitch pci bus id (?P<pci>{_PCI_TEXT}) physical id (?P<phys>\d+)(?: port (?P<port>\d+))?",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
-_FALLEN_GPU = re.compile(rf"GPU (?:at )?(?:PCI:)?(?P<pci>{_PCI_TEXT}):?\s+(?:GPU\s+)?has fallen "
-                         r"off the bus")
-_PROBE_GPU = re.compile(rf"The NVIDIA GPU (?P<pci>{_PCI_TEXT})"
-                        r"(?:\s*\(PCI ID: (?P<id>[0-9A-Fa-f:]+)\))?")
+_FALLEN_GPU = re.compile(
+    rf"GPU (?:at )?(?:PCI:)?(?P<pci>{_PCI_TEXT}):?\s+(?:GPU\s+)?has fallen "
+    r"off the bus"
+)
+_PROBE_GPU = re.compile(
+    rf"The NVIDIA GPU (?P<pci>{_PCI_TEXT})"
+    r"(?:\s*\(PCI ID: (?P<id>[0-9A-Fa-f:]+)\))?"
+)
 _FALLEN_PROBE = re.compile(r"fallen off the bus and is not responding to commands")
 
-_RM_INIT = re.compile(rf"GPU (?P<pci>{_PCI_TEXT}): RmInitAdapter failed!\s*"
-                      r"(?:\((?P<code>0x[0-9A-Fa-f]+:0x[0-9A-Fa-f]+:\d+)\))?")
-_RM_INIT_MINOR = re.compile(rf"GPU (?P<pci>{_PCI_TEXT}): rm_init_adapter failed, device minor "
-                            r"number (?P<minor>\d+)")
-_RM_INIT_OTHER = re.compile(r"RmInitAdapter: (?P<what>.+)|(?P<gfw>failed to wait for GFW[_ ]"
-                            r"(?:BOOT|boot complete).*)")
+_RM_INIT = re.compile(
+    rf"GPU (?P<pci>{_PCI_TEXT}): RmInitAdapter failed!\s*"
+    r"(?:\((?P<code>0x[0-9A-Fa-f]+:0x[0-9A-Fa-f]+:\d+)\))?"
+)
+_RM_INIT_MINOR = re.compile(
+    rf"GPU (?P<pci>{_PCI_TEXT}): rm_init_adapter failed, device minor "
+    r"number (?P<minor>\d+)"
+)
+_RM_INIT_OTHER = re.compile(
+    r"RmInitAdapter: (?P<what>.+)|(?P<gfw>failed to wait for GFW[_ ]"
+    r"(?:BOOT|boot complete).*)"
+)
 
 _GSP = re.compile(
     r"Heartbeat timed out|heartbeat timed out|GSP Timeout|Rate limiting GSP RPC error prints"
-    r"|waiting for RPC (?:response )?from (?:GPU\d+ )?GSP")
+    r"|waiting for RPC (?:response )?from (?:GPU\d+ )?GSP"
+)
 _GSP_PCI = re.compile(rf"GPU at PCI:(?P<pci>{_PCI_TEXT})")
 _GPU_INDEX = re.compile(r"NVRM: (?P<gpu>GPU\d+) ")
 
-_BANNER = re.compile(r"loading NVIDIA UNIX (?P<what>.*?Kernel Module.*?)\s+"
-                     r"(?P<ver>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\b")
+_BANNER = re.compile(
+    r"loading NVIDIA UNIX (?P<what>.*?Kernel Module.*?)\s+"
+    r"(?P<ver>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\b"
+)
 _IDENTITY_UUID = re.compile(rf"GPU at PCI:(?P<pci>{_PCI_TEXT}): (?P<uuid>GPU-\S+)")
-_IDENTITY_SERIAL = re.compile(rf"(?:GPU (?P<pci>{_PCI_TEXT}): GPU serial number is "
-                              r"|GPU Board Serial Number: )(?P<serial>[^\s.]+)")
+_IDENTITY_SERIAL = re.compile(
+    rf"(?:GPU (?P<pci>{_PCI_TEXT}): GPU serial number is "
+    r"|GPU Board Serial Number: )(?P<serial>[^\s.]+)"
+)
 
 #: Driver-load problems: (pattern, what it means in words). The first match wins.
 _DRIVER_LOAD: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"API mismatch: the client has the version (?P<client>\S+?),? but"
-                r"(?:.*?this kernel module has the version (?P<module>\S+?)\.?\s)?"),
-     "API mismatch between the NVIDIA user-space driver and the kernel module"),
+    (
+        re.compile(
+            r"API mismatch: the client has the version (?P<client>\S+?),? but"
+            r"(?:.*?this kernel module has the version (?P<module>\S+?)\.?\s)?"
+        ),
+        "API mismatch between the NVIDIA user-space driver and the kernel module",
+    ),
     (re.compile(r"No NVIDIA GPU found"), "no NVIDIA GPU found"),
     (re.compile(r"No NVIDIA graphics adapter (?:found|probed)"), "no NVIDIA GPU found"),
     (re.compile(r"NVIDIA init module failed"), "the nvidia kernel module failed to initialise"),
-    (re.compile(r"probe routine failed for (?P<n>\d+) device"),
-     "the NVIDIA probe routine failed for {n} device(s)"),
-    (re.compile(r"probe routine was not called for (?P<n>\d+) device"),
-     "the NVIDIA probe routine was not called for {n} device(s): another driver (nouveau?) "
-     "owns them"),
-    (re.compile(r"nouveau|conflicting kernel module"),
-     "a conflicting driver (nouveau, rivafb, nvidiafb or rivatv) owns the GPU"),
-    (re.compile(rf"The NVIDIA GPU (?P<pci>{_PCI_TEXT}).*not supported by open\s+nvidia\.ko"),
-     "GPU {pci} is not supported by the open nvidia.ko (no GSP): use the proprietary module"),
-    (re.compile(r"nvidia\S*: (?:disagrees about version of symbol|Unknown symbol|version magic)"),
-     "the nvidia kernel module does not match the running kernel"),
+    (
+        re.compile(r"probe routine failed for (?P<n>\d+) device"),
+        "the NVIDIA probe routine failed for {n} device(s)",
+    ),
+    (
+        re.compile(r"probe routine was not called for (?P<n>\d+) device"),
+        "the NVIDIA probe routine was not called for {n} device(s): another driver (nouveau?) "
+        "owns them",
+    ),
+    (
+        re.compile(r"nouveau|conflicting kernel module"),
+        "a conflicting driver (nouveau, rivafb, nvidiafb or rivatv) owns the GPU",
+    ),
+    (
+        re.compile(rf"The NVIDIA GPU (?P<pci>{_PCI_TEXT}).*not supported by open\s+nvidia\.ko"),
+        "GPU {pci} is not supported by the open nvidia.ko (no GSP): use the proprietary module",
+    ),
+    (
+        re.compile(
+            r"nvidia\S*: (?:disagrees about version of symbol|Unknown symbol|version magic)"
+        ),
+        "the nvidia kernel module does not match the running kernel",
+    ),
 )
 
 # --- the kernel OOM killer ----------------------------------------------------------------
@@ -313,16 +372,20 @@ _OOM_FIELD = {
 #: bare ``Killed process N (name) ...`` that follows it, and ``Killed process N, UID U, (name)``.
 _OOM_VICTIM = re.compile(
     r"(?:(?P<scope>Memory cgroup out of memory|Out of memory)(?: \([\w ]+\))?:\s*)?"
-    r"Kill(?:ed)? process (?P<pid>\d{1,10})(?:, UID \d+,)? \((?P<name>.*?)\)(?=[\s,.]|$)")
+    r"Kill(?:ed)? process (?P<pid>\d{1,10})(?:, UID \d+,)? \((?P<name>.*?)\)(?=[\s,.]|$)"
+)
 _OOM_RSS = re.compile(r"anon-rss:\s*(?P<kb>\d{1,15})\s*kB")
 #: Constraints the kernel prints; anything else is not an OOM kill line.
-_OOM_CONSTRAINTS = frozenset({"CONSTRAINT_NONE", "CONSTRAINT_CPUSET",
-                              "CONSTRAINT_MEMORY_POLICY", "CONSTRAINT_MEMCG"})
+_OOM_CONSTRAINTS = frozenset(
+    {"CONSTRAINT_NONE", "CONSTRAINT_CPUSET", "CONSTRAINT_MEMORY_POLICY", "CONSTRAINT_MEMCG"}
+)
 #: A pod's cgroup: ``pod<uid>`` (cgroupfs) or ``...-pod<uid_with_underscores>.slice`` (systemd).
 _POD_CGROUP = re.compile(r"pod(?P<uid>[0-9a-fA-F]{8}(?:[-_][0-9a-fA-F]{4}){3}[-_][0-9a-fA-F]{12})")
 #: The container's cgroup: the last path element, a 64-hex id with a runtime's prefix or not.
-_CONTAINER_CGROUP = re.compile(r"/(?:cri-containerd-|crio-|docker-|containerd-)?"
-                               r"(?P<id>[0-9a-f]{64})(?:\.scope)?/?$")
+_CONTAINER_CGROUP = re.compile(
+    r"/(?:cri-containerd-|crio-|docker-|containerd-)?"
+    r"(?P<id>[0-9a-f]{64})(?:\.scope)?/?$"
+)
 
 
 def pod_of_cgroup(path: str) -> tuple[str, str]:
@@ -334,8 +397,10 @@ def pod_of_cgroup(path: str) -> tuple[str, str]:
     """
     pod = _POD_CGROUP.search(path)
     container = _CONTAINER_CGROUP.search(path)
-    return (pod["uid"].replace("_", "-").lower() if pod else "",
-            container["id"] if container else "")
+    return (
+        pod["uid"].replace("_", "-").lower() if pod else "",
+        container["id"] if container else "",
+    )
 
 
 def _oom_kill(base: _Fields, body: str) -> KernelRecord | None:
@@ -344,18 +409,31 @@ def _oom_kill(base: _Fields, body: str) -> KernelRecord | None:
         constraint = m["constraint"]
         if constraint not in _OOM_CONSTRAINTS:
             return None
-        found = {k: (f["v"] if (f := p.search(body, m.end())) else "")
-                 for k, p in _OOM_FIELD.items()}
-        return _make(base, kind=Kind.OOM_KILL, message=body[m.start():], detail=constraint,
-                     unit="cgroup" if constraint == "CONSTRAINT_MEMCG" else "node",
-                     pid=found["pid"], process=found["task"],
-                     cgroup=found["task_memcg"] or found["oom_memcg"])
+        found = {
+            k: (f["v"] if (f := p.search(body, m.end())) else "") for k, p in _OOM_FIELD.items()
+        }
+        return _make(
+            base,
+            kind=Kind.OOM_KILL,
+            message=body[m.start() :],
+            detail=constraint,
+            unit="cgroup" if constraint == "CONSTRAINT_MEMCG" else "node",
+            pid=found["pid"],
+            process=found["task"],
+            cgroup=found["task_memcg"] or found["oom_memcg"],
+        )
     if m := _OOM_VICTIM.search(body):
         scope = {"Memory cgroup out of memory": "cgroup", "Out of memory": "node"}
         rss = _OOM_RSS.search(body, m.end())
-        return _make(base, kind=Kind.OOM_KILL, message=body[m.start():], pid=m["pid"],
-                     process=m["name"], unit=scope.get(m["scope"] or "", ""),
-                     rss_kb=int(rss["kb"]) if rss else -1)
+        return _make(
+            base,
+            kind=Kind.OOM_KILL,
+            message=body[m.start() :],
+            pid=m["pid"],
+            process=m["name"],
+            unit=scope.get(m["scope"] or "", ""),
+            rss_kb=int(rss["kb"]) if rss else -1,
+        )
     return None
 
 
@@ -374,7 +452,7 @@ def iter_lines(text: str) -> Iterator[str]:
     """
     pos = 0
     for m in _LINE_END.finditer(text):
-        yield text[pos:m.start()]
+        yield text[pos : m.start()]
         pos = m.end()
     if pos < len(text):
         yield text[pos:]
@@ -425,7 +503,7 @@ class KernelLogReader:
                     pending = None
                 continue
             prefix = _prefix(line)
-            body = line[prefix.end:]
+            body = line[prefix.end :]
             if pending and self._continues(pending, line, prefix, body):
                 pending.parts.append(body.strip().removeprefix("NVRM:").strip())
                 pending.end_line = lineno
@@ -465,21 +543,41 @@ class KernelLogReader:
 
     def _classify(self, msg: _Message) -> KernelRecord | None:
         body = msg.joined()
-        base: _Fields = {"kind": Kind.OTHER_NVRM, "line": msg.line, "text": msg.text,
-                         "message": "", "timestamp": msg.prefix.timestamp,
-                         "time": msg.prefix.time, "end_line": msg.end_line}
+        base: _Fields = {
+            "kind": Kind.OTHER_NVRM,
+            "line": msg.line,
+            "text": msg.text,
+            "message": "",
+            "timestamp": msg.prefix.timestamp,
+            "time": msg.prefix.time,
+            "end_line": msg.end_line,
+        }
         if m := _XID.search(body):
             return _xid(base, m["code"], m["rest"], pci=m["pci"], gi=m["gi"], ci=m["ci"])
         if m := _SXID.search(body):
             return _sxid(base, m)
         if m := _FABRIC_SXID.search(body):
             port = int(m["port"]) if m["port"] else -1
-            return _make(base, kind=Kind.SXID, code=int(m["code"]), pci=normalize_pci(m["pci"]),
-                         device=f"NVSwitch physical id {m['phys']}", link=port,
-                         severity=_severity(m["sev"]), message=body, origin="fabricmanager")
+            return _make(
+                base,
+                kind=Kind.SXID,
+                code=int(m["code"]),
+                pci=normalize_pci(m["pci"]),
+                device=f"NVSwitch physical id {m['phys']}",
+                link=port,
+                severity=_severity(m["sev"]),
+                message=body,
+                origin="fabricmanager",
+            )
         if m := _XID_NVML.search(body):
-            return _make(base, kind=Kind.XID, code=int(m["code"]), device=m["dev"],
-                         message=m["rest"], origin="device-plugin")
+            return _make(
+                base,
+                kind=Kind.XID,
+                code=int(m["code"]),
+                device=m["dev"],
+                message=m["rest"],
+                origin="device-plugin",
+            )
         if m := _XID_LEGACY_DPR.search(body):
             at = _TRAILING_PCI.search(m["rest"])
             return _xid(base, m["code"], m["rest"], pci=at["pci"] if at else "")
@@ -487,7 +585,7 @@ class KernelLogReader:
             if self._oom and _oom_relevant(body):
                 return _oom_kill(base, body)
             return _non_nvrm(base, body)
-        message = body[body.index("NVRM:") + 5:].strip() if "NVRM:" in body else body
+        message = body[body.index("NVRM:") + 5 :].strip() if "NVRM:" in body else body
         base = {**base, "message": message}
         return self._nvrm(base, message)
 
@@ -496,33 +594,48 @@ class KernelLogReader:
             return _make(base, kind=Kind.FALLEN_OFF_BUS, pci=normalize_pci(m["pci"]))
         probe = _PROBE_GPU.search(message)
         if probe and _FALLEN_PROBE.search(message):
-            return _make(base, kind=Kind.FALLEN_OFF_BUS, pci=normalize_pci(probe["pci"]),
-                         detail=probe["id"] or "")
+            return _make(
+                base,
+                kind=Kind.FALLEN_OFF_BUS,
+                pci=normalize_pci(probe["pci"]),
+                detail=probe["id"] or "",
+            )
         if _FALLEN_PROBE.search(message):
             near = base["line"] - self._probe_line <= 3
             return _make(base, kind=Kind.FALLEN_OFF_BUS, pci=self._probe_pci if near else "")
         if m := _RM_INIT.search(message):
-            return _make(base, kind=Kind.RM_INIT_ADAPTER, pci=normalize_pci(m["pci"]),
-                         detail=m["code"] or "")
+            return _make(
+                base, kind=Kind.RM_INIT_ADAPTER, pci=normalize_pci(m["pci"]), detail=m["code"] or ""
+            )
         if m := _RM_INIT_MINOR.search(message):
-            return _make(base, kind=Kind.RM_INIT_ADAPTER, pci=normalize_pci(m["pci"]),
-                         detail=f"device minor number {m['minor']}")
+            return _make(
+                base,
+                kind=Kind.RM_INIT_ADAPTER,
+                pci=normalize_pci(m["pci"]),
+                detail=f"device minor number {m['minor']}",
+            )
         if m := _RM_INIT_OTHER.search(message):
             return _make(base, kind=Kind.RM_INIT_ADAPTER, detail=(m["what"] or m["gfw"]).strip())
         if _GSP.search(message):
             at = _GSP_PCI.search(message)
             gpu = _GPU_INDEX.search(base["text"])
-            return _make(base, kind=Kind.GSP_TIMEOUT, pci=normalize_pci(at["pci"]) if at else "",
-                         device=gpu["gpu"] if gpu else "")
+            return _make(
+                base,
+                kind=Kind.GSP_TIMEOUT,
+                pci=normalize_pci(at["pci"]) if at else "",
+                device=gpu["gpu"] if gpu else "",
+            )
         if m := _BANNER.search(message):
             flavour = "open" if "Open" in m["what"] else "proprietary"
             return _make(base, kind=Kind.DRIVER_VERSION, detail=m["ver"], unit=flavour)
         if m := _IDENTITY_UUID.search(message):
-            return _make(base, kind=Kind.GPU_IDENTITY, pci=normalize_pci(m["pci"]),
-                         device=m["uuid"])
+            return _make(
+                base, kind=Kind.GPU_IDENTITY, pci=normalize_pci(m["pci"]), device=m["uuid"]
+            )
         if m := _IDENTITY_SERIAL.search(message):
-            return _make(base, kind=Kind.GPU_IDENTITY, pci=normalize_pci(m["pci"] or ""),
-                         detail=m["serial"])
+            return _make(
+                base, kind=Kind.GPU_IDENTITY, pci=normalize_pci(m["pci"] or ""), detail=m["serial"]
+            )
         driver = _driver_load(message)
         if driver:
             return _make(base, kind=Kind.DRIVER_LOAD, detail=driver)
@@ -575,7 +688,7 @@ def _split_pid_name(rest: str) -> tuple[str, str, str]:
     if not m:
         return "", "", rest
     pid = m["q"] if m["q"] is not None else m["p"]
-    tail = rest[m.end():]
+    tail = rest[m.end() :]
     if not tail.startswith("name="):
         return pid, "", tail
     tail = tail[5:]
@@ -591,30 +704,54 @@ def _split_pid_name(rest: str) -> tuple[str, str, str]:
     end = chosen if chosen >= 0 else first
     if end < 0:
         return pid, tail.rstrip(","), ""
-    return pid, tail[:end], tail[end + 2:]
+    return pid, tail[:end], tail[end + 2 :]
 
 
-def _xid(base: _Fields, code: str, rest: str, *, pci: str = "", gi: str | None = None,
-         ci: str | None = None) -> KernelRecord:
+def _xid(
+    base: _Fields,
+    code: str,
+    rest: str,
+    *,
+    pci: str = "",
+    gi: str | None = None,
+    ci: str | None = None,
+) -> KernelRecord:
     pid, process, message = _split_pid_name(rest.strip())
     message = message.strip()
-    f: _Fields = {"kind": Kind.XID, "code": int(code), "pci": normalize_pci(pci) if pci else "",
-                  "gpu_instance": int(gi) if gi else -1,
-                  "compute_instance": int(ci) if ci else -1,
-                  "pid": pid, "process": process, "message": message}
+    f: _Fields = {
+        "kind": Kind.XID,
+        "code": int(code),
+        "pci": normalize_pci(pci) if pci else "",
+        "gpu_instance": int(gi) if gi else -1,
+        "compute_instance": int(ci) if ci else -1,
+        "pid": pid,
+        "process": process,
+        "message": message,
+    }
     if m := _CAUSED_BY.search(message):
         f["caused_by"] = int(m["code"])
     if m := _GPC.search(message):
         f.update(gpc=int(m["gpc"]), tpc=int(m["tpc"]), sm=int(m["sm"]))
     if m := _NVLINK5.match(message):
-        f.update(unit=m["unit"], severity=_severity(m["sev"]), link=int(m["link"]),
-                 registers=tuple(m["regs"].split()))
+        f.update(
+            unit=m["unit"],
+            severity=_severity(m["sev"]),
+            link=int(m["link"]),
+            registers=tuple(m["regs"].split()),
+        )
     elif m := _NVLINK_74.search(message):
-        f.update(severity=_severity(m["sev"]), link=int(m["link"]),
-                 registers=tuple(r.strip() for r in m["regs"].split(",") if r.strip()))
+        f.update(
+            severity=_severity(m["sev"]),
+            link=int(m["link"]),
+            registers=tuple(r.strip() for r in m["regs"].split(",") if r.strip()),
+        )
     if m := _RECOVERY.search(message):
-        f.update(recovery_from=int(m["f"], 0), recovery_from_name=m["fn"].strip(),
-                 recovery_to=int(m["t"], 0), recovery_to_name=m["tn"].strip())
+        f.update(
+            recovery_from=int(m["f"], 0),
+            recovery_from_name=m["fn"].strip(),
+            recovery_to=int(m["t"], 0),
+            recovery_to_name=m["tn"].strip(),
+        )
     if m := _MMU_ENGINE.search(message) or _CONTAINED.match(message):
         f["unit"] = m["unit"]
     return _make(base, **f)
@@ -622,15 +759,24 @@ def _xid(base: _Fields, code: str, rest: str, *, pci: str = "", gi: str | None =
 
 def _sxid(base: _Fields, m: re.Match[str]) -> KernelRecord:
     rest = m["rest"].strip()
-    f: _Fields = {"kind": Kind.SXID, "code": int(m["code"]), "pci": normalize_pci(m["pci"]),
-                  "device": m["dev"], "message": rest}
+    f: _Fields = {
+        "kind": Kind.SXID,
+        "code": int(m["code"]),
+        "pci": normalize_pci(m["pci"]),
+        "device": m["dev"],
+        "message": rest,
+    }
     if _SXID_DETAIL.match(rest):
         return _make(base, **{**f, "kind": Kind.SXID_DETAIL})
     if ev := _SXID_EVENT.match(rest):
         desc = ev["desc"].strip()
         first = desc.endswith("(First)")
-        f.update(severity=_severity(ev["sev"]), link=int(ev["link"]) if ev["link"] else -1,
-                 detail=desc.removesuffix("(First)").strip(), first=first)
+        f.update(
+            severity=_severity(ev["sev"]),
+            link=int(ev["link"]) if ev["link"] else -1,
+            detail=desc.removesuffix("(First)").strip(),
+            first=first,
+        )
         return _make(base, **f)
     return _make(base, **f, detail=rest)
 
@@ -642,8 +788,14 @@ def _make(base: _Fields, **fields: Any) -> KernelRecord:
 
 def _relevant(line: str) -> bool:
     """Cheap test run on every line before any regular expression."""
-    return ("NVRM" in line or "Xid" in line or "XID" in line or "nvidia" in line
-            or "NVSwitch" in line or "fallen off the bus" in line)
+    return (
+        "NVRM" in line
+        or "Xid" in line
+        or "XID" in line
+        or "nvidia" in line
+        or "NVSwitch" in line
+        or "fallen off the bus" in line
+    )
 
 
 def _oom_relevant(line: str) -> bool:

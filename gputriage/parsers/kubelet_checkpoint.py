@@ -80,13 +80,17 @@ def parse_checkpoint(text: str) -> Checkpoint:
         return result
     body = data["Data"]
     checksum = data.get("Checksum")
-    result.checksum = checksum if isinstance(checksum, int) and not isinstance(
-        checksum, bool) else None
+    result.checksum = (
+        checksum if isinstance(checksum, int) and not isinstance(checksum, bool) else None
+    )
     result.boot_id = str(data.get("BootID") or "")
     registered = body.get("RegisteredDevices")
     if isinstance(registered, dict):
-        result.registered = {str(k): [str(d) for d in v if isinstance(d, str)]
-                             for k, v in registered.items() if isinstance(v, list)}
+        result.registered = {
+            str(k): [str(d) for d in v if isinstance(d, str)]
+            for k, v in registered.items()
+            if isinstance(v, list)
+        }
     entries = body.get("PodDeviceEntries")
     if entries is None:
         entries = []
@@ -98,8 +102,9 @@ def parse_checkpoint(text: str) -> Checkpoint:
         if entry is not None:
             result.entries.append(entry)
     if len(entries) > MAX_ENTRIES:
-        result.problems.append(f"{len(entries) - MAX_ENTRIES} entries beyond {MAX_ENTRIES} "
-                               "not read")
+        result.problems.append(
+            f"{len(entries) - MAX_ENTRIES} entries beyond {MAX_ENTRIES} not read"
+        )
     return result
 
 
@@ -117,9 +122,14 @@ def _entry(raw: Any, i: int, problems: list[str]) -> DeviceEntry | None:
     elif isinstance(ids, list):  # v1 (kubelet < 1.20): a plain list
         numa["-1"] = tuple(str(d) for d in ids if isinstance(d, str))
     flat = tuple(d for node in numa.values() for d in node)
-    return DeviceEntry(str(raw["PodUID"]), str(raw.get("ContainerName") or ""),
-                       str(raw.get("ResourceName") or ""), flat, numa,
-                       _visible_devices(raw.get("AllocResp")))
+    return DeviceEntry(
+        str(raw["PodUID"]),
+        str(raw.get("ContainerName") or ""),
+        str(raw.get("ResourceName") or ""),
+        flat,
+        numa,
+        _visible_devices(raw.get("AllocResp")),
+    )
 
 
 def _numa_order(node: Any) -> tuple[int, str]:
@@ -172,7 +182,7 @@ def _fields(data: bytes) -> list[tuple[int, bytes | int]]:
             length, pos = _varint(data, pos)
             if length < 0 or pos + length > len(data):
                 break
-            out.append((number, data[pos:pos + length]))
+            out.append((number, data[pos : pos + length]))
             pos += length
         elif wire == 1:
             pos += 8

@@ -36,18 +36,25 @@ _HANDLE_TEXT = "Unable to determine the device handle for GPU"
 _HANDLE = re.compile(
     r"Unable to determine the device handle for GPU\s*"
     r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*:\s*"
-    r"(?P<reason>[^\n]*(?:\n [a-z][^\n]*)?)")
+    r"(?P<reason>[^\n]*(?:\n [a-z][^\n]*)?)"
+)
 _NVML_INIT = re.compile(r"Failed to initialize NVML: (?P<reason>[^\n]*)")
 _DRIVER_TEXT = "couldn't communicate with the NVIDIA driver"
 _NO_DEVICES_TEXT = "No devices were found"
 _MISMATCH_WARNING = "Mismatch in versions between nvidia-smi and NVML"
-_NVML_UNKNOWN = re.compile(r"(?i)nvml[^\n]{0,80}?unknown error|^[^\n]*Unknown Error[^\n]*$",
-                           re.MULTILINE)
+_NVML_UNKNOWN = re.compile(
+    r"(?i)nvml[^\n]{0,80}?unknown error|^[^\n]*Unknown Error[^\n]*$", re.MULTILINE
+)
 _NVML_DRIVER_NOT_LOADED = "nvml error: driver not loaded"
 
 #: When several error messages appear, the most specific one names the status.
-_RANK = {"gpu_lost": 6, "unknown_error": 5, "nvml_mismatch": 4, "driver_unreachable": 3,
-         "no_devices": 2}
+_RANK = {
+    "gpu_lost": 6,
+    "unknown_error": 5,
+    "nvml_mismatch": 4,
+    "driver_unreachable": 3,
+    "no_devices": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -63,9 +70,10 @@ def parse_nvidia_smi(text: str) -> GpuSnapshot:
     try:
         return _parse(text)
     except Exception as exc:  # a parser bug must not take triage down; say what happened
-        return GpuSnapshot(status="unparsed",
-                           message=f"internal nvidia-smi parser error: {type(exc).__name__}: "
-                                   f"{exc}")
+        return GpuSnapshot(
+            status="unparsed",
+            message=f"internal nvidia-smi parser error: {type(exc).__name__}: {exc}",
+        )
 
 
 def _parse(text: str) -> GpuSnapshot:
@@ -78,8 +86,10 @@ def _parse(text: str) -> GpuSnapshot:
     if snapshot is None:
         if problems:
             return _from_problems(GpuSnapshot(source_format="error"), problems)
-        return GpuSnapshot(status="unparsed", message="not recognisable nvidia-smi output "
-                                                      f"(first line: {first_line(text, 120)!r})")
+        return GpuSnapshot(
+            status="unparsed",
+            message=f"not recognisable nvidia-smi output (first line: {first_line(text, 120)!r})",
+        )
     if snapshot.source_format in ("xml", "text", "table") and has_list(text):
         _merge_list(snapshot, parse_list(text))
     _settle(snapshot, problems)
@@ -114,7 +124,7 @@ def _last_query_block(text: str) -> str:
     start = text.rfind(_QUERY_BANNER)
     start = text.rfind("\n", 0, start) + 1
     rule = _CAPTURE_RULE.search(text, start)
-    return text[start:rule.start() if rule else len(text)]
+    return text[start : rule.start() if rule else len(text)]
 
 
 def _merge_list(snapshot: GpuSnapshot, listing: GpuSnapshot) -> None:
@@ -137,29 +147,50 @@ def _problems(text: str) -> list[_Problem]:
         for m in _HANDLE.finditer(text):
             reason = " ".join(m.group("reason").split())
             status = "gpu_lost" if "gpu is lost" in reason.lower() else "unknown_error"
-            found.append(_Problem(status, " ".join(m.group(0).split()),
-                                  normalize_pci(m.group("pci")), _RANK[status]))
+            found.append(
+                _Problem(
+                    status,
+                    " ".join(m.group(0).split()),
+                    normalize_pci(m.group("pci")),
+                    _RANK[status],
+                )
+            )
     if "Failed to initialize NVML" in text:
         for m in _NVML_INIT.finditer(text):
             reason = m.group("reason").strip()
-            status = ("nvml_mismatch" if "version mismatch" in reason.lower()
-                      else "unknown_error")
+            status = "nvml_mismatch" if "version mismatch" in reason.lower() else "unknown_error"
             # Ranked just below the same status from a device-handle error (which names a GPU).
             found.append(_Problem(status, m.group(0).strip(), "", _RANK[status] - 1))
     if _MISMATCH_WARNING in text:
-        found.append(_Problem("nvml_mismatch", _line_at(text, text.find(_MISMATCH_WARNING)),
-                              "", _RANK["nvml_mismatch"] - 2))
+        found.append(
+            _Problem(
+                "nvml_mismatch",
+                _line_at(text, text.find(_MISMATCH_WARNING)),
+                "",
+                _RANK["nvml_mismatch"] - 2,
+            )
+        )
     if _DRIVER_TEXT in text:
-        found.append(_Problem("driver_unreachable", _line_at(text, text.find(_DRIVER_TEXT)), "",
-                              _RANK["driver_unreachable"]))
+        found.append(
+            _Problem(
+                "driver_unreachable",
+                _line_at(text, text.find(_DRIVER_TEXT)),
+                "",
+                _RANK["driver_unreachable"],
+            )
+        )
     lowered = text.lower()
     if _NVML_DRIVER_NOT_LOADED in lowered:
         at = lowered.find(_NVML_DRIVER_NOT_LOADED)
-        found.append(_Problem("driver_unreachable", _line_at(text, at), "",
-                              _RANK["driver_unreachable"]))
+        found.append(
+            _Problem("driver_unreachable", _line_at(text, at), "", _RANK["driver_unreachable"])
+        )
     if _NO_DEVICES_TEXT in text:
-        found.append(_Problem("no_devices", _line_at(text, text.find(_NO_DEVICES_TEXT)), "",
-                              _RANK["no_devices"]))
+        found.append(
+            _Problem(
+                "no_devices", _line_at(text, text.find(_NO_DEVICES_TEXT)), "", _RANK["no_devices"]
+            )
+        )
     if not found and "unknown error" in lowered:
         unknown = _NVML_UNKNOWN.search(text)
         if unknown:
@@ -170,7 +201,7 @@ def _problems(text: str) -> list[_Problem]:
 def _line_at(text: str, pos: int) -> str:
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
-    return text[start:end if end >= 0 else len(text)].strip()
+    return text[start : end if end >= 0 else len(text)].strip()
 
 
 def _settle(snapshot: GpuSnapshot, problems: list[_Problem]) -> None:
@@ -193,8 +224,10 @@ def _settle(snapshot: GpuSnapshot, problems: list[_Problem]) -> None:
         snapshot.status = max(handle_problems, key=lambda p: p.rank).status
         notes.extend(p.text for p in handle_problems)
     if snapshot.attached_gpus is not None and snapshot.attached_gpus > described:
-        notes.append(f"the output describes {described} of {snapshot.attached_gpus} "
-                     "attached GPUs (truncated, or GPUs missing)")
+        notes.append(
+            f"the output describes {described} of {snapshot.attached_gpus} "
+            "attached GPUs (truncated, or GPUs missing)"
+        )
     if any(p.text.startswith(_MISMATCH_WARNING) for p in problems):
         notes.append(_MISMATCH_WARNING)
     snapshot.message = "; ".join(m for m in [snapshot.message, *notes] if m)

@@ -19,19 +19,26 @@ _INT = re.compile(r"-?\d+")
 
 #: XML tag suffixes (after clocks_event_reason_ / clocks_throttle_reason_) and -q labels.
 REASON_TAGS = {
-    "gpu_idle": "gpu_idle", "applications_clocks_setting": "applications_clocks_setting",
-    "sw_power_cap": "sw_power_cap", "hw_slowdown": "hw_slowdown",
+    "gpu_idle": "gpu_idle",
+    "applications_clocks_setting": "applications_clocks_setting",
+    "sw_power_cap": "sw_power_cap",
+    "hw_slowdown": "hw_slowdown",
     "hw_thermal_slowdown": "hw_thermal_slowdown",
-    "hw_power_brake_slowdown": "hw_power_brake_slowdown", "sync_boost": "sync_boost",
+    "hw_power_brake_slowdown": "hw_power_brake_slowdown",
+    "sync_boost": "sync_boost",
     "sw_thermal_slowdown": "sw_thermal_slowdown",
     "display_clocks_setting": "display_clocks_setting",
 }
 REASON_LABELS = {
-    "Idle": "gpu_idle", "Applications Clocks Setting": "applications_clocks_setting",
-    "SW Power Cap": "sw_power_cap", "HW Slowdown": "hw_slowdown",
+    "Idle": "gpu_idle",
+    "Applications Clocks Setting": "applications_clocks_setting",
+    "SW Power Cap": "sw_power_cap",
+    "HW Slowdown": "hw_slowdown",
     "HW Thermal Slowdown": "hw_thermal_slowdown",
-    "HW Power Brake Slowdown": "hw_power_brake_slowdown", "Sync Boost": "sync_boost",
-    "SW Thermal Slowdown": "sw_thermal_slowdown", "Display Clock Setting": "display_clocks_setting",
+    "HW Power Brake Slowdown": "hw_power_brake_slowdown",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "Display Clock Setting": "display_clocks_setting",
 }
 
 
@@ -41,9 +48,21 @@ def _num(text: str | None) -> int:
 
 
 def _blank() -> dict[str, Any]:
-    return {"index": 0, "uuid": "", "pci": "", "line": 0, "pcie_gen_max": -1,
-            "pcie_gen_current": -1, "pcie_width_max": -1, "pcie_width_current": -1,
-            "reasons": [], "util_gpu": -1, "pstate": "", "fabric_state": "", "fabric_status": ""}
+    return {
+        "index": 0,
+        "uuid": "",
+        "pci": "",
+        "line": 0,
+        "pcie_gen_max": -1,
+        "pcie_gen_current": -1,
+        "pcie_width_max": -1,
+        "pcie_width_current": -1,
+        "reasons": [],
+        "util_gpu": -1,
+        "pstate": "",
+        "fabric_state": "",
+        "fabric_status": "",
+    }
 
 
 def parse_perf(text: str) -> list[dict[str, Any]]:
@@ -59,27 +78,31 @@ def _from_xml(text: str) -> list[dict[str, Any]]:
     if end < 0:
         return []
     try:
-        root = ET.fromstring(text[start:end + len("</nvidia_smi_log>")])
+        root = ET.fromstring(text[start : end + len("</nvidia_smi_log>")])
     except ET.ParseError:
         return []
     lines = text.splitlines()
     gpus = []
     for i, g in enumerate(root.findall("gpu")):
         rec = _blank()
-        rec["index"] = _num(g.findtext("minor_number")) if g.findtext("minor_number", "").strip()\
-            .isdigit() else i
+        rec["index"] = (
+            _num(g.findtext("minor_number"))
+            if g.findtext("minor_number", "").strip().isdigit()
+            else i
+        )
         rec["uuid"] = (g.findtext("uuid") or "").strip()
         rec["pci"] = (g.get("id") or "").strip()
-        rec["line"] = next((n for n, t in enumerate(lines, 1) if f'<gpu id="{rec["pci"]}"' in t),
-                           0)
+        rec["line"] = next((n for n, t in enumerate(lines, 1) if f'<gpu id="{rec["pci"]}"' in t), 0)
         link = g.find("pci/pci_gpu_link_info")
         if link is not None:
             rec["pcie_gen_max"] = _num(link.findtext("pcie_gen/max_link_gen"))
             rec["pcie_gen_current"] = _num(link.findtext("pcie_gen/current_link_gen"))
             rec["pcie_width_max"] = _num(link.findtext("link_widths/max_link_width"))
             rec["pcie_width_current"] = _num(link.findtext("link_widths/current_link_width"))
-        for block, prefix in (("clocks_event_reasons", "clocks_event_reason_"),
-                              ("clocks_throttle_reasons", "clocks_throttle_reason_")):
+        for block, prefix in (
+            ("clocks_event_reasons", "clocks_event_reason_"),
+            ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+        ):
             el = g.find(block)
             if el is None:
                 continue
@@ -179,9 +202,15 @@ def parse_topo(text: str) -> dict[str, Any]:
             continue
         row = dict(zip(header, cells[1:], strict=False))
         name = cells[0]
-        gpus.append({"name": name, "index": int(name[3:]), "line": n,
-                     "cpu_affinity": row.get("CPU Affinity", ""),
-                     "numa_affinity": _num(row.get("NUMA Affinity"))})
+        gpus.append(
+            {
+                "name": name,
+                "index": int(name[3:]),
+                "line": n,
+                "cpu_affinity": row.get("CPU Affinity", ""),
+                "numa_affinity": _num(row.get("NUMA Affinity")),
+            }
+        )
         for col, val in row.items():
             if re.fullmatch(r"GPU\d{1,4}", col) and col != name and val != "X":
                 a, b = int(name[3:]), int(col[3:])
@@ -201,8 +230,17 @@ def parse_nvlink(text: str) -> list[dict[str, Any]]:
     for n, line in enumerate(text.splitlines(), 1):
         m = _NVL_GPU.match(line)
         if m:
-            gpus.append({"index": int(m.group(1)), "uuid": m.group(3) or "", "line": n,
-                         "links": 0, "active": 0, "inactive": [], "inactive_lines": []})
+            gpus.append(
+                {
+                    "index": int(m.group(1)),
+                    "uuid": m.group(3) or "",
+                    "line": n,
+                    "links": 0,
+                    "active": 0,
+                    "inactive": [],
+                    "inactive_lines": [],
+                }
+            )
             continue
         lm = _NVL_LINK.match(line)
         if lm and gpus:

@@ -25,20 +25,24 @@ from gputriage.parsers.nvidia_smi_values import (
 _PCI_TEXT = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _TABLE_HEADER = re.compile(
     r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>\S+)"
-    r"(?:\s+CUDA (?:UMD )?Version:\s*(?P<cuda>\S+))?")
+    r"(?:\s+CUDA (?:UMD )?Version:\s*(?P<cuda>\S+))?"
+)
 _NAME_CELL = re.compile(
-    r"^\s*(?P<index>\d+)\s+(?P<name>.*?)\s*(?P<mode>\bOn|\bOff|WDDM|TCC|MCDM)?\s*$")
+    r"^\s*(?P<index>\d+)\s+(?P<name>.*?)\s*(?P<mode>\bOn|\bOff|WDDM|TCC|MCDM)?\s*$"
+)
 _BUS_CELL = re.compile(rf"^\s*(?P<pci>{_PCI_TEXT})\s+(?P<disp>\S+)?\s*$")
 _MEMORY_CELL = re.compile(r"(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")
 _MIG_CELL = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
 _PROCESS_ROW = re.compile(
     r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
-    r"(?P<type>C\+G|M\+C|C|G|M|\?)\s+(?P<name>.*?)\s+(?P<mem>\d+\s*MiB|N/A)\s*\|\s*$")
+    r"(?P<type>C\+G|M\+C|C|G|M|\?)\s+(?P<name>.*?)\s+(?P<mem>\d+\s*MiB|N/A)\s*\|\s*$"
+)
 _ROW2_LABELS = ("Fan", "Temp", "Perf", "Pwr:Usage/Cap")
 
 _LIST_ITEM = re.compile(
     r"GPU (?P<index>\d+): (?P<name>[^\n(]*?) ?\(UUID: (?P<uuid>GPU-[0-9A-Fa-f-]+)\)"
-    r"|MIG (?P<profile>\S+)\s+Device\s+(?P<mig>\d+): \(UUID: (?P<mig_uuid>MIG-[^)\s]+)\)")
+    r"|MIG (?P<profile>\S+)\s+Device\s+(?P<mig>\d+): \(UUID: (?P<mig_uuid>MIG-[^)\s]+)\)"
+)
 
 
 def has_table(text: str) -> bool:
@@ -65,7 +69,7 @@ def parse_table(text: str) -> GpuSnapshot:
             continue
         cells = stripped.split("|")
         if section == "gpus" and len(cells) >= 5 and re.search(_PCI_TEXT, cells[2]):
-            rec = _gpu_rows(cells, lines[i + 1:i + 3], len(snapshot.gpus))
+            rec = _gpu_rows(cells, lines[i + 1 : i + 3], len(snapshot.gpus))
             snapshot.gpus.append(rec)
             by_index.setdefault(rec.index, rec)
         elif section == "mig" and len(cells) >= 5:
@@ -116,14 +120,16 @@ def _mig_row(cells: list[str], by_index: dict[int, GpuRecord]) -> None:
     rec = by_index.get(gpu)
     if rec is None:
         return
-    rec.mig_devices.append({
-        "gpu_instance": gi,
-        "compute_instance": ci,
-        "profile": "",
-        "memory_total_mib": int(memory.group("total")) if memory else None,
-        "memory_used_mib": int(memory.group("used")) if memory else None,
-        "uuid": "",
-    })
+    rec.mig_devices.append(
+        {
+            "gpu_instance": gi,
+            "compute_instance": ci,
+            "profile": "",
+            "memory_total_mib": int(memory.group("total")) if memory else None,
+            "memory_used_mib": int(memory.group("used")) if memory else None,
+            "uuid": "",
+        }
+    )
 
 
 def _process_row(line: str, by_index: dict[int, GpuRecord]) -> None:
@@ -133,14 +139,16 @@ def _process_row(line: str, by_index: dict[int, GpuRecord]) -> None:
     rec = by_index.get(int(row.group("gpu")))
     if rec is None:
         return
-    rec.processes.append({
-        "pid": int(row.group("pid")),
-        "name": row.group("name").strip(),
-        "type": row.group("type"),
-        "used_memory_mib": to_mib(row.group("mem")),
-        "gpu_instance": to_int(row.group("gi")),
-        "compute_instance": to_int(row.group("ci")),
-    })
+    rec.processes.append(
+        {
+            "pid": int(row.group("pid")),
+            "name": row.group("name").strip(),
+            "type": row.group("type"),
+            "used_memory_mib": to_mib(row.group("mem")),
+            "gpu_instance": to_int(row.group("gi")),
+            "compute_instance": to_int(row.group("ci")),
+        }
+    )
 
 
 def has_list(text: str) -> bool:
@@ -166,14 +174,16 @@ def parse_list(text: str) -> GpuSnapshot:
             current = GpuRecord(index=index, name=m.group("name").strip(), uuid=m.group("uuid"))
             snapshot.gpus.append(current)
         elif current is not None:
-            current.mig_devices.append({
-                "gpu_instance": None,
-                "compute_instance": None,
-                "profile": m.group("profile"),
-                "memory_total_mib": None,
-                "memory_used_mib": None,
-                "uuid": m.group("mig_uuid"),
-            })
+            current.mig_devices.append(
+                {
+                    "gpu_instance": None,
+                    "compute_instance": None,
+                    "profile": m.group("profile"),
+                    "memory_total_mib": None,
+                    "memory_used_mib": None,
+                    "uuid": m.group("mig_uuid"),
+                }
+            )
             current.mig_mode = "Enabled"
     return snapshot
 
@@ -181,10 +191,14 @@ def parse_list(text: str) -> GpuSnapshot:
 # --query-gpu column -> (GpuRecord attribute, converter)
 _CSV_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "index": ("index", to_int),
-    "name": ("name", clean), "gpu_name": ("name", clean),
-    "uuid": ("uuid", clean), "gpu_uuid": ("uuid", clean),
-    "serial": ("serial", clean), "gpu_serial": ("serial", clean),
-    "pci.bus_id": ("pci_bus_id", normalize_pci), "gpu_bus_id": ("pci_bus_id", normalize_pci),
+    "name": ("name", clean),
+    "gpu_name": ("name", clean),
+    "uuid": ("uuid", clean),
+    "gpu_uuid": ("uuid", clean),
+    "serial": ("serial", clean),
+    "gpu_serial": ("serial", clean),
+    "pci.bus_id": ("pci_bus_id", normalize_pci),
+    "gpu_bus_id": ("pci_bus_id", normalize_pci),
     "memory.total": ("memory_total_mib", to_mib),
     "memory.used": ("memory_used_mib", to_mib),
     "ecc.mode.current": ("ecc_mode", to_mode),
@@ -213,8 +227,9 @@ def has_csv(text: str) -> bool:
     if "," not in first:
         return False
     columns = set(_csv_columns(first))
-    return bool(columns & set(_CSV_FIELDS)) and bool(columns & {"name", "uuid", "pci.bus_id",
-                                                                "gpu_name", "gpu_uuid", "index"})
+    return bool(columns & set(_CSV_FIELDS)) and bool(
+        columns & {"name", "uuid", "pci.bus_id", "gpu_name", "gpu_uuid", "index"}
+    )
 
 
 def parse_csv(text: str) -> GpuSnapshot:
@@ -236,8 +251,9 @@ def parse_csv(text: str) -> GpuSnapshot:
         rec.uuid = rec.uuid or ""
         rec.serial = rec.serial or ""
         snapshot.gpus.append(rec)
-        snapshot.driver_version = (snapshot.driver_version
-                                   or to_version(values.get("driver_version")))
+        snapshot.driver_version = snapshot.driver_version or to_version(
+            values.get("driver_version")
+        )
         count = to_int(values.get("count"))
         snapshot.attached_gpus = count if count is not None else snapshot.attached_gpus
     return snapshot

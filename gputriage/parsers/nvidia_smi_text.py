@@ -26,13 +26,18 @@ from gputriage.parsers.nvidia_smi_values import (
 )
 
 _GPU_HEADER = re.compile(
-    r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+    r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$"
+)
 _KEY_VALUE = re.compile(r"^(?P<key>\S.*?)\s+:(?:\s(?P<value>.*))?$")
 _MAX_FIELD_ERRORS = 20
 
 _CORRECTABLE = ("SRAM Correctable", "DRAM Correctable")
-_UNCORRECTABLE = ("SRAM Uncorrectable", "SRAM Uncorrectable Parity",
-                  "SRAM Uncorrectable SEC-DED", "DRAM Uncorrectable")
+_UNCORRECTABLE = (
+    "SRAM Uncorrectable",
+    "SRAM Uncorrectable Parity",
+    "SRAM Uncorrectable SEC-DED",
+    "DRAM Uncorrectable",
+)
 
 
 @dataclass
@@ -80,8 +85,11 @@ def _tree(text: str) -> _Node:
             node = _Node("GPU", header.group("pci"), lineno, indent)
         else:
             kv = _KEY_VALUE.match(content)
-            node = (_Node(kv.group("key"), (kv.group("value") or "").strip(), lineno, indent)
-                    if kv else _Node(content, None, lineno, indent))
+            node = (
+                _Node(kv.group("key"), (kv.group("value") or "").strip(), lineno, indent)
+                if kv
+                else _Node(content, None, lineno, indent)
+            )
         while stack[-1].indent >= indent:
             stack.pop()
         stack[-1].children.append(node)
@@ -118,8 +126,7 @@ def _gpu(index: int, g: _Node) -> GpuRecord:
         rec.retired_pages_sbe = to_int(pages.get("Single Bit ECC"))
         rec.retired_pages_dbe = to_int(pages.get("Double Bit ECC"))
         pending = [to_bool(c.value) for c in pages.children if c.key.startswith("Pending")]
-        rec.retired_pages_pending = (True if True in pending
-                                     else False if False in pending else None)
+        rec.retired_pages_pending = True if True in pending else False if False in pending else None
     rows = g.child("Remapped Rows")
     if rows is not None and rows.children:
         rec.remapped_rows_correctable = to_int(rows.get("Correctable Error"))
@@ -128,7 +135,8 @@ def _gpu(index: int, g: _Node) -> GpuRecord:
         rec.remapped_rows_failure = to_bool(rows.get("Remapping Failure Occurred"))
     rec.recovery_action = clean(g.get("GPU Recovery Action")) or recovery_from_reset_status(
         g.get("GPU Reset Status", "Reset Required"),
-        g.get("GPU Reset Status", "Drain and Reset Recommended"))
+        g.get("GPU Reset Status", "Drain and Reset Recommended"),
+    )
     rec.mig_mode = to_mode(g.get("MIG Mode", "Current"))
     migs = [c for c in g.children if c.key == "MIG Device"]
     holder = g.child("MIG Devices")
@@ -146,8 +154,10 @@ def _ecc(block: _Node | None) -> tuple[int | None, int | None]:
         return None, None
     if block.child("Single Bit") is not None or block.child("Double Bit") is not None:
         return to_int(block.get("Single Bit", "Total")), to_int(block.get("Double Bit", "Total"))
-    return (sum_known([to_int(block.get(k)) for k in _CORRECTABLE]),
-            sum_known([to_int(block.get(k)) for k in _UNCORRECTABLE]))
+    return (
+        sum_known([to_int(block.get(k)) for k in _CORRECTABLE]),
+        sum_known([to_int(block.get(k)) for k in _UNCORRECTABLE]),
+    )
 
 
 def _mig(m: _Node) -> dict[str, object]:
@@ -175,14 +185,16 @@ def _processes(block: _Node | None) -> list[dict[str, object]]:
         elif node.key == "Compute instance ID":
             ci = to_int(node.value)
         elif node.key == "Process ID":
-            out.append({
-                "pid": to_int(node.value),
-                "name": (node.get("Name") or "").strip(),
-                "type": (node.get("Type") or "").strip(),
-                "used_memory_mib": to_mib(node.get("Used GPU Memory")),
-                "gpu_instance": gi,
-                "compute_instance": ci,
-            })
+            out.append(
+                {
+                    "pid": to_int(node.value),
+                    "name": (node.get("Name") or "").strip(),
+                    "type": (node.get("Type") or "").strip(),
+                    "used_memory_mib": to_mib(node.get("Used GPU Memory")),
+                    "gpu_instance": gi,
+                    "compute_instance": ci,
+                }
+            )
             gi = ci = None
     return out
 

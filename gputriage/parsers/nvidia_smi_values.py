@@ -11,11 +11,23 @@ from __future__ import annotations
 import re
 
 #: Field texts that mean "no value" rather than a value.
-_NOT_A_VALUE = frozenset({
-    "", "n/a", "[n/a]", "na", "none reported", "not supported", "[not supported]",
-    "requested functionality has been deprecated", "unknown error", "err!", "[unknown error]",
-    "insufficient permissions", "[insufficient permissions]",
-})
+_NOT_A_VALUE = frozenset(
+    {
+        "",
+        "n/a",
+        "[n/a]",
+        "na",
+        "none reported",
+        "not supported",
+        "[not supported]",
+        "requested functionality has been deprecated",
+        "unknown error",
+        "err!",
+        "[unknown error]",
+        "insufficient permissions",
+        "[insufficient permissions]",
+    }
+)
 
 #: Field texts that are errors worth showing to the SRE (a GPU that answers some queries
 #: with "Unknown Error" is half-dead even when the rest of the dump looks normal).
@@ -23,7 +35,8 @@ _ERROR_TEXTS = ("unknown error", "err!", "gpu is lost")
 
 _PCI = re.compile(
     r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})"
-    r"(?:\.(?P<fn>[0-7]))?$")
+    r"(?:\.(?P<fn>[0-7]))?$"
+)
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?")
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
 
@@ -82,8 +95,17 @@ def to_mib(text: str | None) -> int | None:
         return None
     number = float(match.group(1))
     unit = (match.group(2) or "MiB").lower()
-    scale = {"bytes": 1 / 2**20, "kib": 1 / 1024, "kb": 1 / 1024, "mib": 1, "mb": 1,
-             "gib": 1024, "gb": 1024, "tib": 1024**2, "tb": 1024**2}[unit]
+    scale = {
+        "bytes": 1 / 2**20,
+        "kib": 1 / 1024,
+        "kb": 1 / 1024,
+        "mib": 1,
+        "mb": 1,
+        "gib": 1024,
+        "gb": 1024,
+        "tib": 1024**2,
+        "tb": 1024**2,
+    }[unit]
     return round(number * scale)
 
 
@@ -123,12 +145,15 @@ def normalize_pci(text: str | None) -> str:
     domain = int(match.group("domain") or "0", 16)
     width = 4 if domain <= 0xFFFF else 8
     fn = match.group("fn") or "0"
-    return (f"{domain:0{width}X}:{int(match.group('bus'), 16):02X}:"
-            f"{int(match.group('dev'), 16):02X}.{fn}")
+    return (
+        f"{domain:0{width}X}:{int(match.group('bus'), 16):02X}:"
+        f"{int(match.group('dev'), 16):02X}.{fn}"
+    )
 
 
-def recovery_from_reset_status(reset_required: str | None,
-                               drain_recommended: str | None) -> str | None:
+def recovery_from_reset_status(
+    reset_required: str | None, drain_recommended: str | None
+) -> str | None:
     """The recovery action implied by the pre-R550 ``GPU Reset Status`` block.
 
     Drivers before ``GPU Recovery Action`` existed printed two flags instead; map them to the
@@ -156,7 +181,7 @@ def first_line(text: str, limit: int = 200) -> str:
     pos = 0
     while pos < len(text):
         end = text.find("\n", pos, pos + limit + 1)
-        line = text[pos:end if end >= 0 else pos + limit]
+        line = text[pos : end if end >= 0 else pos + limit]
         if line.strip():
             return line.strip()[:limit]
         if end < 0:

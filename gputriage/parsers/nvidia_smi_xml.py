@@ -31,23 +31,31 @@ _CHUNK = 1 << 16
 _MAX_FIELD_ERRORS = 20
 
 # Uncorrectable ECC counters in the Ampere-and-later layout (summed into the DBE figure).
-_UNCORRECTABLE = ("sram_uncorrectable", "sram_uncorrectable_parity",
-                  "sram_uncorrectable_secded", "dram_uncorrectable")
+_UNCORRECTABLE = (
+    "sram_uncorrectable",
+    "sram_uncorrectable_parity",
+    "sram_uncorrectable_secded",
+    "dram_uncorrectable",
+)
 _CORRECTABLE = ("sram_correctable", "dram_correctable")
 
 
 def parse_xml(text: str) -> GpuSnapshot:
     """Parse ``nvidia-smi -q -x`` output. Never raises."""
     if "<!ENTITY" in text:
-        return GpuSnapshot(status="unparsed", source_format="xml",
-                           message="refused: the XML declares entities (<!ENTITY ...>); "
-                                   "nvidia-smi never writes them")
+        return GpuSnapshot(
+            status="unparsed",
+            source_format="xml",
+            message="refused: the XML declares entities (<!ENTITY ...>); "
+            "nvidia-smi never writes them",
+        )
     start = text.find(_ROOT)
     if start < 0:
-        return GpuSnapshot(status="unparsed", source_format="xml",
-                           message="no <nvidia_smi_log> element in the XML")
+        return GpuSnapshot(
+            status="unparsed", source_format="xml", message="no <nvidia_smi_log> element in the XML"
+        )
     end = text.find(_ROOT_END, start)
-    body = text[start:end + len(_ROOT_END)] if end >= 0 else text[start:]
+    body = text[start : end + len(_ROOT_END)] if end >= 0 else text[start:]
     root, gpus, error = _read(body)
     snapshot = GpuSnapshot(source_format="xml")
     if root is not None:
@@ -57,8 +65,10 @@ def parse_xml(text: str) -> GpuSnapshot:
     snapshot.gpus = [_gpu(i, g) for i, g in enumerate(gpus)]
     if error:
         snapshot.status = "unparsed"
-        snapshot.message = (f"nvidia-smi XML is truncated or malformed ({error}); "
-                            f"{len(gpus)} complete <gpu> element(s) read")
+        snapshot.message = (
+            f"nvidia-smi XML is truncated or malformed ({error}); "
+            f"{len(gpus)} complete <gpu> element(s) read"
+        )
     return snapshot
 
 
@@ -67,7 +77,7 @@ def _read(body: str) -> tuple[ET.Element | None, list[ET.Element], str]:
     reader = _Reader()
     try:
         for i in range(0, len(body), _CHUNK):
-            reader.parser.feed(body[i:i + _CHUNK])
+            reader.parser.feed(body[i : i + _CHUNK])
             reader.drain()
         reader.parser.close()
         reader.drain()
@@ -120,11 +130,11 @@ def _gpu(index: int, g: ET.Element) -> GpuRecord:
     pages = g.find("retired_pages")
     if pages is not None:
         rec.retired_pages_sbe = to_int(
-            pages.findtext("multiple_single_bit_retirement/retired_count"))
+            pages.findtext("multiple_single_bit_retirement/retired_count")
+        )
         rec.retired_pages_dbe = to_int(pages.findtext("double_bit_retirement/retired_count"))
         pending = [to_bool(pages.findtext(t)) for t in ("pending_retirement", "pending_blacklist")]
-        rec.retired_pages_pending = (True if True in pending
-                                     else False if False in pending else None)
+        rec.retired_pages_pending = True if True in pending else False if False in pending else None
     rows = g.find("remapped_rows")
     if rows is not None and len(rows):
         rec.remapped_rows_correctable = to_int(rows.findtext("remapped_row_corr"))
@@ -133,7 +143,8 @@ def _gpu(index: int, g: ET.Element) -> GpuRecord:
         rec.remapped_rows_failure = to_bool(rows.findtext("remapped_row_failure"))
     rec.recovery_action = clean(g.findtext("gpu_recovery_action")) or recovery_from_reset_status(
         g.findtext("gpu_reset_status/reset_required"),
-        g.findtext("gpu_reset_status/drain_and_reset_recommended"))
+        g.findtext("gpu_reset_status/drain_and_reset_recommended"),
+    )
     rec.mig_mode = to_mode(g.findtext("mig_mode/current_mig"))
     rec.mig_devices = [_mig(m) for m in g.findall("mig_devices/mig_device")]
     rec.processes = [_process(p) for p in g.findall("processes/process_info")]
@@ -146,8 +157,10 @@ def _ecc(block: ET.Element | None) -> tuple[int | None, int | None]:
     if block is None:
         return None, None
     if block.find("single_bit") is not None or block.find("double_bit") is not None:
-        return (to_int(block.findtext("single_bit/total")),
-                to_int(block.findtext("double_bit/total")))
+        return (
+            to_int(block.findtext("single_bit/total")),
+            to_int(block.findtext("double_bit/total")),
+        )
     sbe = sum_known([to_int(block.findtext(t)) for t in _CORRECTABLE])
     dbe = sum_known([to_int(block.findtext(t)) for t in _UNCORRECTABLE])
     return sbe, dbe

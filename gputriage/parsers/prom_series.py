@@ -16,8 +16,11 @@ from typing import Any
 #: Label names that carry the same thing across DCGM exporter versions and scrape configs.
 UUID_LABELS = ("UUID", "uuid")
 GPU_LABELS = ("gpu", "GPU_I_ID")
-POD_LABELS = (("pod", "namespace"), ("exported_pod", "exported_namespace"),
-              ("pod_name", "pod_namespace"))
+POD_LABELS = (
+    ("pod", "namespace"),
+    ("exported_pod", "exported_namespace"),
+    ("pod_name", "pod_namespace"),
+)
 MODEL_LABELS = ("modelName", "model_name")
 
 #: NVML clocks event (throttle) reason bits (nvmlClocksEventReason*), as the DCGM exporter
@@ -34,8 +37,13 @@ THROTTLE_BITS: dict[int, str] = {
     0x100: "display_clocks_setting",
 }
 #: Reasons that slow a busy GPU down (idle, sync boost, app clocks and display are benign).
-SLOWING_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                   "hw_power_brake_slowdown")
+SLOWING_REASONS = (
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+)
 THERMAL_REASONS = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 POWER_REASONS = ("sw_power_cap", "hw_power_brake_slowdown")
 
@@ -92,7 +100,7 @@ def parse_document(text: str) -> PromDocument:
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("queries"), list):
-        raise ValueError("no \"queries\" list: not a gputriage Prometheus document")
+        raise ValueError('no "queries" list: not a gputriage Prometheus document')
     lines = text.splitlines()
     header = {k: v for k, v in doc.items() if k != "queries"}
     out: dict[str, QueryResult] = {}
@@ -121,9 +129,15 @@ def parse_document(text: str) -> PromDocument:
             step = float(q.get("step_s") or doc.get("step_s") or 60)
         except (TypeError, ValueError):
             step = 60.0
-        out[q["id"]] = QueryResult(q["id"], str(q.get("query") or ""), line,
-                                   str(q.get("status") or ""), str(q.get("error") or ""), series,
-                                   step if math.isfinite(step) and step > 0 else 60.0)
+        out[q["id"]] = QueryResult(
+            q["id"],
+            str(q.get("query") or ""),
+            line,
+            str(q.get("status") or ""),
+            str(q.get("error") or ""),
+            series,
+            step if math.isfinite(step) and step > 0 else 60.0,
+        )
     return PromDocument(header, out)
 
 
@@ -179,8 +193,10 @@ def sparkline(values: list[float], width: int = 32) -> str:
         return ""
     if len(values) > width:
         size = len(values) / width
-        values = [max(values[int(i * size): max(int(i * size) + 1, int((i + 1) * size))])
-                  for i in range(width)]
+        values = [
+            max(values[int(i * size) : max(int(i * size) + 1, int((i + 1) * size))])
+            for i in range(width)
+        ]
     lo, hi = min(values), max(values)
     if hi == lo:
         return _SPARKS[0 if hi == 0 else 3] * len(values)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 RUNTIME_HANDLER_MISSING = re.compile(
     r'no runtime for "(?P<h1>[^"]+)" is configured'  # containerd (CRI plugin, 1.x and 2.x)
     r"|failed to find runtime handler (?P<h2>[^\s:]+) from runtime list"  # CRI-O
-    r'|RuntimeHandler "(?P<h3>[^"]+)" not supported')  # dockershim, cri-dockerd
+    r'|RuntimeHandler "(?P<h3>[^"]+)" not supported'
+)  # dockershim, cri-dockerd
 
 #: ``nvidia-container-cli: <kind> error: <detail>``; the detail ends at the wrapper's quoting,
 #: an escaped or real newline, or the runtime's trailing ``: unknown``.
@@ -36,20 +37,27 @@ _CLI = re.compile(r"nvidia-container-cli(?:\.real)?: (?P<kind>[a-z]+) error: (?P
 _DETAIL_END = re.compile(r'\\+n|\\+"|"|\n|\s{2,}')
 
 #: CDI: the NVIDIA runtime's modifier, containerd's native CDI, CRI-O, the CDI library itself.
-CDI_FAILURE = re.compile(r"unresolvable CDI devices?|CDI device injection failed|"
-                         r"failed to inject CDI devices|failed to inject devices")
-_CDI_DEVICES = re.compile(r"unresolvable CDI devices? (?P<devs>[\w./-]+=[\w.-]+(?::\d+)?"
-                          r"(?:,\s*[\w./-]+=[\w.-]+(?::\d+)?)*)")
+CDI_FAILURE = re.compile(
+    r"unresolvable CDI devices?|CDI device injection failed|"
+    r"failed to inject CDI devices|failed to inject devices"
+)
+_CDI_DEVICES = re.compile(
+    r"unresolvable CDI devices? (?P<devs>[\w./-]+=[\w.-]+(?::\d+)?"
+    r"(?:,\s*[\w./-]+=[\w.-]+(?::\d+)?)*)"
+)
 
 
 #: An OCI hook failed, in every runc generation: ``running prestart hook 0 caused`` (runc <=
 #: 1.0-rc9), ``Running hook #0::`` (1.0), ``error running hook #0`` (1.1), ``error running
 #: prestart hook #0`` / ``error running createContainer hook #1`` (1.2+). NVIDIA's hooks
 #: (nvidia-container-runtime-hook, nvidia-ctk / nvidia-cdi-hook) are the usual ones on GPU nodes.
-_HOOK = re.compile(r"(?:error running (?P<stage>[a-zA-Z]+) hook #\d+"
-                   r"|running (?P<old>prestart) hook \d+ caused"
-                   r"|(?:error )?running hook #\d+:?)"
-                   r"[^\n]{0,2000}?stderr: (?P<stderr>.*)", re.I | re.S)
+_HOOK = re.compile(
+    r"(?:error running (?P<stage>[a-zA-Z]+) hook #\d+"
+    r"|running (?P<old>prestart) hook \d+ caused"
+    r"|(?:error )?running hook #\d+:?)"
+    r"[^\n]{0,2000}?stderr: (?P<stderr>.*)",
+    re.I | re.S,
+)
 _HOOK_MSG = re.compile(r'level=(?:error|fatal) msg=\\*"(?P<msg>(?:[^"\\]|\\.)*?)\\*"')
 _AUTO_DETECTED = re.compile(r"^Auto-detected mode as '[^']*'\s*")
 #: The NVIDIA runtime's own (non-hook) failure to add its hook (nvidia-docker#1017).
@@ -123,7 +131,7 @@ def hook_errors(text: str) -> list[HookError]:
         else:
             detail = _AUTO_DETECTED.sub("", re.sub(r"\\+n", "\n", stderr).strip())
             cli = re.search(r"nvidia-container-cli(?:\.real)?: ", detail)
-            detail = detail[cli.start():] if cli else detail  # drop "exec command: [...]"
+            detail = detail[cli.start() :] if cli else detail  # drop "exec command: [...]"
             detail = re.split(r'\\*"|\n', detail, maxsplit=1)[0]
         detail = re.sub(r"\\+n", " ", detail)
         detail = re.sub(r"(?::\s*unknown)+\.?\s*$", "", detail.strip()).strip().rstrip(".")

@@ -22,21 +22,30 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 #: Reason kinds, as playbooks see them.
-KINDS = ("insufficient", "taint", "selector", "unschedulable", "too_many_pods", "volume", "dra",
-         "prefilter", "other")
+KINDS = (
+    "insufficient",
+    "taint",
+    "selector",
+    "unschedulable",
+    "too_many_pods",
+    "volume",
+    "dra",
+    "prefilter",
+    "other",
+)
 
 #: Wording generations, oldest first, with the Kubernetes releases that printed them.
 GENERATIONS: dict[str, str] = {
     "fit-failure": "k8s <= 1.5: 'pod (P) failed to fit in any node' + 'fit failure summary on "
-                   "nodes : PodToleratesNodeTaints (1)' or one 'fit failure on node (N): ...' "
-                   "line per node",
+    "nodes : PodToleratesNodeTaints (1)' or one 'fit failure on node (N): ...' "
+    "line per node",
     "predicates-summary": "k8s ~1.6-1.8: 'No nodes are available that match all of the "
-                          "following predicates:: Insufficient cpu (4).'",
+    "following predicates:: Insufficient cpu (4).'",
     "predicates": "k8s <= 1.9: predicate names (PodToleratesNodeTaints, MatchNodeSelector)",
     "predicate-descriptions": "k8s ~1.10-1.17: 'node(s) had taints that the pod didn't "
-                              "tolerate', 'node(s) didn't match node selector'",
+    "tolerate', 'node(s) didn't match node selector'",
     "taint-didnt-tolerate": "k8s ~1.18-1.25: 'node(s) had taint {k: v}, that the pod didn't "
-                            "tolerate'",
+    "tolerate'",
     "untolerated-taint": "k8s ~1.26-1.33: 'node(s) had untolerated taint {k: v}'",
     "untolerated-taints": "k8s ~1.34+: 'node(s) had untolerated taint(s)' (no key printed)",
     "framework": "scheduler-framework wording (k8s 1.18+) without a taint reason to date it",
@@ -44,7 +53,7 @@ GENERATIONS: dict[str, str] = {
     "kai": "KAI-scheduler ('no nodes with enough resources were found: ...')",
     "volcano": "Volcano ('0/N nodes are unavailable: ...', 'all nodes are unavailable: ...')",
     "hami": "HAMi scheduler extender FilteringFailed ('no available node, N nodes do not meet', "
-            "'N nodes CardInsufficientMemory(node-a,...)')",
+    "'N nodes CardInsufficientMemory(node-a,...)')",
 }
 
 #: HAMi's per-node failure reasons (pkg/device/common) that mean "the GPUs are taken or too
@@ -58,37 +67,51 @@ _HAMI_SHORTAGES: dict[str, str] = {
     "CardInsufficientCore": "nvidia.com/gpucores",
 }
 
-_PREDICATE_NAMES = frozenset({
-    "PodToleratesNodeTaints", "MatchNodeSelector", "NodeUnschedulable", "HostName",
-    "PodFitsHostPorts", "PodFitsResources", "MatchInterPodAffinity", "NoDiskConflict",
-    "NoVolumeZoneConflict", "MaxVolumeCount", "CheckNodeMemoryPressure",
-    "CheckNodeDiskPressure", "CheckNodeCondition", "CheckNodePIDPressure", "NodeNotReady",
-    "CheckVolumeBinding", "GeneralPredicates",
-})
+_PREDICATE_NAMES = frozenset(
+    {
+        "PodToleratesNodeTaints",
+        "MatchNodeSelector",
+        "NodeUnschedulable",
+        "HostName",
+        "PodFitsHostPorts",
+        "PodFitsResources",
+        "MatchInterPodAffinity",
+        "NoDiskConflict",
+        "NoVolumeZoneConflict",
+        "MaxVolumeCount",
+        "CheckNodeMemoryPressure",
+        "CheckNodeDiskPressure",
+        "CheckNodeCondition",
+        "CheckNodePIDPressure",
+        "NodeNotReady",
+        "CheckVolumeBinding",
+        "GeneralPredicates",
+    }
+)
 
 _ENVELOPE = re.compile(r"(?<!preemption: )0/(\d+) nodes are available(?::\s*|\.?\s*$)")
 _PREEMPTION = re.compile(r"preemption:\s*0/(\d+) nodes are available:?\s*(.*)$", re.S)
-_AUTOSCALER = re.compile(
-    r"pod didn't trigger scale-up(?: \([^)]*\))?:\s*(?P<body>.*)$", re.S)
+_AUTOSCALER = re.compile(r"pod didn't trigger scale-up(?: \([^)]*\))?:\s*(?P<body>.*)$", re.S)
 _KAI = re.compile(r"no nodes with enough resources were found:?\s*(?P<body>.*)$", re.S | re.I)
 _VOLCANO = re.compile(r"(?:\b0/(\d+)|\ball) nodes are unavailable(?::\s*|\.?\s*$)")
 _GANG = re.compile(r"\d+/\d+ tasks in gang unschedulable|^(?:pod group|job) is not ready\b")
 _HAMI_NONE = re.compile(r"^no available node, (?:(\d+) nodes?|all node scores) do not meet")
 #: k8s ~1.6-1.8 (kubernetes#53465): counts follow each reason in parentheses.
-_SUMMARY = re.compile(r"No nodes are available that match all of the following predicates"
-                      r"::?\s*(?P<body>.*)$", re.S)
+_SUMMARY = re.compile(
+    r"No nodes are available that match all of the following predicates"
+    r"::?\s*(?P<body>.*)$",
+    re.S,
+)
 #: k8s <= 1.5 (kubernetes#41070, #37232): a summary line or one line per node.
 _FIT_FAILURE = re.compile(r"failed to fit in any node\b")
 _FIT_SUMMARY = re.compile(r"fit failure summary on nodes ?: ?(?P<body>.*)$", re.M)
-_FIT_NODE = re.compile(r"^\s*fit failure on node \((?P<node>[^()]*)\): ?(?P<reason>.+?)\s*$",
-                       re.M)
+_FIT_NODE = re.compile(r"^\s*fit failure on node \((?P<node>[^()]*)\): ?(?P<reason>.+?)\s*$", re.M)
 _SUMMARY_ENTRY = re.compile(r"(?P<reason>[^,()]+?) \((?P<count>\d+)\)")
 _HAMI_ENTRY = re.compile(r"^(\d+) nodes? (?:failed: )?([A-Za-z]+) ?\(([^()]*)\)")
 _ENTRY = re.compile(r"^(\d+)\s+(.+)$", re.S)
 _MAX_COUNT_DIGITS = 9
 _TAINT_KV = re.compile(r"\{(?P<key>[^:{}]+): ?(?P<value>[^{}]*)\}")
-_KAI_SHORTAGE = re.compile(
-    r"didn't have enough (?:resources|of mig profile):\s*(?P<resource>\S+)")
+_KAI_SHORTAGE = re.compile(r"didn't have enough (?:resources|of mig profile):\s*(?P<resource>\S+)")
 
 
 @dataclass(frozen=True)
@@ -104,9 +127,15 @@ class Reason:
     prefilter: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "kind": self.kind, "text": self.text,
-                "resource": self.resource, "taint_key": self.taint_key,
-                "taint_value": self.taint_value, "prefilter": self.prefilter}
+        return {
+            "count": self.count,
+            "kind": self.kind,
+            "text": self.text,
+            "resource": self.resource,
+            "taint_key": self.taint_key,
+            "taint_value": self.taint_value,
+            "prefilter": self.prefilter,
+        }
 
 
 @dataclass(frozen=True)
@@ -160,14 +189,14 @@ def parse_scheduler_message(text: str) -> SchedulerMessage:
     auto = _AUTOSCALER.search(clean)
     if auto:
         reasons = tuple(_reason(e) for e in _split_entries(_strip_dots(auto["body"])))
-        return SchedulerMessage(raw, True, 0, reasons, generation="autoscaler",
-                                scheduler="cluster-autoscaler")
+        return SchedulerMessage(
+            raw, True, 0, reasons, generation="autoscaler", scheduler="cluster-autoscaler"
+        )
     kai = _KAI.search(clean)
     if kai:
         entries = re.split(r"\.\s+(?=\d+ )|\n+|, (?=\d+ )", kai["body"])
         reasons = tuple(_reason(_strip_dots(e)) for e in entries if _strip_dots(e))
-        return SchedulerMessage(raw, True, 0, reasons, generation="kai",
-                                scheduler="kai-scheduler")
+        return SchedulerMessage(raw, True, 0, reasons, generation="kai", scheduler="kai-scheduler")
     if _GANG.search(clean):
         return SchedulerMessage(raw, False, 0, scheduler="volcano")
     hami = _parse_hami(raw, clean)
@@ -188,16 +217,27 @@ def _parse_hami(raw: str, clean: str) -> SchedulerMessage | None:
     none = _HAMI_NONE.match(clean)
     if none:
         total = _count(none.group(1)) if none.group(1) else 0
-        return SchedulerMessage(raw, True, total, (Reason(total, "other", _strip_dots(clean)),),
-                                generation="hami", scheduler="hami-scheduler")
+        return SchedulerMessage(
+            raw,
+            True,
+            total,
+            (Reason(total, "other", _strip_dots(clean)),),
+            generation="hami",
+            scheduler="hami-scheduler",
+        )
     entry = _HAMI_ENTRY.match(clean)
     if not entry:
         return None
     count, name = _count(entry.group(1)), entry.group(2)
     resource = _HAMI_SHORTAGES.get(name, "")
-    return SchedulerMessage(raw, True, 0, (Reason(count, "insufficient" if resource else "other",
-                                                  name, resource),),
-                            generation="hami", scheduler="hami-scheduler")
+    return SchedulerMessage(
+        raw,
+        True,
+        0,
+        (Reason(count, "insufficient" if resource else "other", name, resource),),
+        generation="hami",
+        scheduler="hami-scheduler",
+    )
 
 
 def _parse_pre_framework(raw: str, clean: str) -> SchedulerMessage | None:
@@ -219,20 +259,24 @@ def _parse_pre_framework(raw: str, clean: str) -> SchedulerMessage | None:
                 for reason in _strip_dots(m["reason"]).split(", "):
                     counts[reason] = counts.get(reason, 0) + 1
             reasons = tuple(_reason(f"{n} {r}") for r, n in counts.items())
-            return SchedulerMessage(raw, True, nodes, reasons,
-                                    generation=generation, scheduler="kube-scheduler")
+            return SchedulerMessage(
+                raw, True, nodes, reasons, generation=generation, scheduler="kube-scheduler"
+            )
     elif not summary:
         return None
-    reasons = tuple(_reason(f"{_count(m['count'])} {m['reason'].strip()}")
-                    for m in _SUMMARY_ENTRY.finditer(_strip_dots(body)))
-    return SchedulerMessage(raw, True, 0, reasons, generation=generation,
-                            scheduler="kube-scheduler")
+    reasons = tuple(
+        _reason(f"{_count(m['count'])} {m['reason'].strip()}")
+        for m in _SUMMARY_ENTRY.finditer(_strip_dots(body))
+    )
+    return SchedulerMessage(
+        raw, True, 0, reasons, generation=generation, scheduler="kube-scheduler"
+    )
 
 
 def _parse_envelope(raw: str, clean: str, env: re.Match[str] | None = None) -> SchedulerMessage:
     env = env or _ENVELOPE.search(clean)
     total = _count(env.group(1)) if env and env.group(1) else 0
-    head = clean[env.end():] if env else clean
+    head = clean[env.end() :] if env else clean
     body, rest = _first_sentence(head)
     preemption, notes = _postfilter(rest)
     if not total and preemption:
@@ -244,8 +288,17 @@ def _parse_envelope(raw: str, clean: str, env: re.Match[str] | None = None) -> S
     elif body:
         prefilter = body
         kind, resource, key, value = _classify(body)
-        reasons = (Reason(total, "prefilter" if kind == "other" else kind, body, resource, key,
-                          value, prefilter=True),)
+        reasons = (
+            Reason(
+                total,
+                "prefilter" if kind == "other" else kind,
+                body,
+                resource,
+                key,
+                value,
+                prefilter=True,
+            ),
+        )
     else:
         reasons = ()
     # A preemption tail without an envelope is still the scheduler talking (classic DRA).
@@ -259,8 +312,10 @@ def _with_generation(msg: SchedulerMessage) -> SchedulerMessage:
     generation = "framework"
     if any(t in _PREDICATE_NAMES for t in texts):
         generation = "predicates"
-    elif any("had taints that the pod didn't tolerate" in t or "didn't match node selector" in t
-             for t in texts):
+    elif any(
+        "had taints that the pod didn't tolerate" in t or "didn't match node selector" in t
+        for t in texts
+    ):
         generation = "predicate-descriptions"
     elif any("had untolerated taint(s)" in t for t in texts):
         generation = "untolerated-taints"
@@ -268,8 +323,17 @@ def _with_generation(msg: SchedulerMessage) -> SchedulerMessage:
         generation = "untolerated-taint"
     elif any("that the pod didn't tolerate" in t for t in texts):
         generation = "taint-didnt-tolerate"
-    return SchedulerMessage(msg.raw, msg.recognised, msg.total_nodes, msg.reasons, msg.prefilter,
-                            msg.preemption, msg.notes, generation, "kube-scheduler")
+    return SchedulerMessage(
+        msg.raw,
+        msg.recognised,
+        msg.total_nodes,
+        msg.reasons,
+        msg.prefilter,
+        msg.preemption,
+        msg.notes,
+        generation,
+        "kube-scheduler",
+    )
 
 
 def _first_sentence(text: str) -> tuple[str, str]:
@@ -281,7 +345,7 @@ def _first_sentence(text: str) -> tuple[str, str]:
         elif ch == "}":
             depth = max(0, depth - 1)
         elif ch == "." and depth == 0 and (i + 1 == len(text) or text[i + 1] in " \n"):
-            return text[:i].strip(), text[i + 1:].strip()
+            return text[:i].strip(), text[i + 1 :].strip()
     return _strip_dots(text), ""
 
 
@@ -311,7 +375,7 @@ def _split_entries(body: str) -> list[str]:
             depth += 1
         elif ch == "}":
             depth = max(0, depth - 1)
-        elif depth == 0 and body.startswith(", ", i) and re.match(r"\d+ ", body[i + 2:]):
+        elif depth == 0 and body.startswith(", ", i) and re.match(r"\d+ ", body[i + 2 :]):
             parts.append(body[start:i])
             start = i + 2
             i += 1
@@ -350,13 +414,17 @@ def _classify(text: str) -> tuple[str, str, str, str]:
         return "taint", "", "", ""
     if "volume" in lower or "pvc" in lower or text in ("NoDiskConflict", "CheckVolumeBinding"):
         return "volume", "", "", ""
-    if re.search(r"node affinity|node selector|requested node name|requested hostname", lower) \
-            or text in ("MatchNodeSelector", "HostName"):
+    if re.search(
+        r"node affinity|node selector|requested node name|requested hostname", lower
+    ) or text in ("MatchNodeSelector", "HostName"):
         return "selector", "", "", ""
     if "unschedulable" in lower:
         return "unschedulable", "", "", ""
-    if re.search(r"claim|device ?class|resource ?class|dynamic ?resource|resource driver"
-                 r"|resourceslice", lower):
+    if re.search(
+        r"claim|device ?class|resource ?class|dynamic ?resource|resource driver"
+        r"|resourceslice",
+        lower,
+    ):
         return "dra", "", "", ""
     return "other", "", "", ""
 

@@ -49,8 +49,11 @@ def cel_module() -> ModuleType:
 def extension_path() -> Path | None:
     """Where the compiled extension is, without importing the ``cel`` package."""
     spec = importlib.util.find_spec("cel") if "cel" not in sys.modules else None
-    locations = (spec.submodule_search_locations if spec is not None
-                 else getattr(sys.modules.get("cel"), "__path__", None))
+    locations = (
+        spec.submodule_search_locations
+        if spec is not None
+        else getattr(sys.modules.get("cel"), "__path__", None)
+    )
     for folder in locations or ():
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
             candidate = Path(folder) / f"cel{suffix}"

@@ -27,14 +27,35 @@ if TYPE_CHECKING:
     import cel
 
 #: Macros whose first argument binds a variable: ``list.exists(x, pred)``.
-MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "transformList",
-                    "transformMap"})
+MACROS = frozenset(
+    {"all", "exists", "exists_one", "map", "filter", "transformList", "transformMap"}
+)
 #: Words that look like identifiers but are not variables.
-RESERVED = frozenset({
-    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
-    "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
-    "void", "while",
-})
+RESERVED = frozenset(
+    {
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    }
+)
 #: Fields every group has besides its declared ones; reading only these never makes a
 #: condition unknown (``!kernel.known`` is how a playbook branches on missing evidence).
 META_FIELDS = frozenset({"known", "reason"})
@@ -63,8 +84,9 @@ MAX_MACROS = 8
 MAX_SAME_LIST_NESTING = 2
 #: Items of one list or map literal.
 MAX_LITERAL_ITEMS = 64
-_OPERATORS = frozenset({"&&", "||", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%",
-                        "!", "?"})
+_OPERATORS = frozenset(
+    {"&&", "||", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%", "!", "?"}
+)
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*)")
 
@@ -222,8 +244,9 @@ class Condition:
         """Fact groups whose fields (beyond ``known``/``reason``) the condition reads."""
         return tuple(dict.fromkeys(r.group for r in self.refs if r.field not in META_FIELDS))
 
-    def evaluate(self, context: cel.Context, unknown_groups: frozenset[str],
-                 budget: Budget | None = None) -> Evaluation:
+    def evaluate(
+        self, context: cel.Context, unknown_groups: frozenset[str], budget: Budget | None = None
+    ) -> Evaluation:
         """TRUE or FALSE; UNKNOWN when it reads an unknown group, fails at run time, or would
         exceed ``budget`` (its estimated cost, the walk's cost or time).
 
@@ -245,21 +268,24 @@ class Condition:
             return Evaluation(Truth.TRUE)
         if value is False:
             return Evaluation(Truth.FALSE)
-        return Evaluation(Truth.UNKNOWN, (),
-                          f"the condition gave {type(value).__name__} {value!r}, not a bool")
-
+        return Evaluation(
+            Truth.UNKNOWN, (), f"the condition gave {type(value).__name__} {value!r}, not a bool"
+        )
 
     def _over_budget(self, budget: Budget) -> str:
         elapsed = time.monotonic() - budget.started
         if elapsed > budget.seconds:
-            return (f"not run: the walk's time budget ({budget.seconds:g} s) is spent "
-                    f"({elapsed:.1f} s)")
+            return (
+                f"not run: the walk's time budget ({budget.seconds:g} s) is spent ({elapsed:.1f} s)"
+            )
         cost = budget.cost(self.macros) if self.macros else 0
         if cost > budget.per_condition:
-            return (f"not run: its estimated cost ({cost:,} steps over these facts' list "
-                    f"sizes) is over the budget of {budget.per_condition:,} per condition")
+            return (
+                f"not run: its estimated cost ({cost:,} steps over these facts' list "
+                f"sizes) is over the budget of {budget.per_condition:,} per condition"
+            )
         if budget.spent + cost > budget.per_walk:
-            return (f"not run: the walk's cost budget ({budget.per_walk:,} steps) is spent")
+            return f"not run: the walk's cost budget ({budget.per_walk:,} steps) is spent"
         budget.spent += cost
         return ""
 
@@ -286,8 +312,12 @@ def check_limits(source: str) -> None:
     Reads the source only (CEL's parser and evaluator are what deep or huge conditions break).
     """
     if len(source) > MAX_CONDITION_CHARS:
-        raise CelLimitError.at(source, 0, f"the condition is {len(source)} characters long: "
-                               f"at most {MAX_CONDITION_CHARS}; split it into steps")
+        raise CelLimitError.at(
+            source,
+            0,
+            f"the condition is {len(source)} characters long: "
+            f"at most {MAX_CONDITION_CHARS}; split it into steps",
+        )
     tokens = [(m.lastgroup or "", m.group(), m.start()) for m in _TOKEN.finditer(source)]
     tokens = [t for t in tokens if t[0] != "space"]
     # Open brackets: (closing char, macro range or None, is a list/map literal, items so far);
@@ -298,41 +328,62 @@ def check_limits(source: str) -> None:
     while i < len(tokens):
         kind, text, start = tokens[i]
         prev = tokens[i - 1] if i else ("", "", 0)
-        if kind == "punct" and i + 1 < len(tokens) and text + tokens[i + 1][1] in _OPERATORS \
-                and tokens[i + 1][2] == start + 1:
+        if (
+            kind == "punct"
+            and i + 1 < len(tokens)
+            and text + tokens[i + 1][1] in _OPERATORS
+            and tokens[i + 1][2] == start + 1
+        ):
             text = text + tokens[i + 1][1]
             i += 1
         if kind == "punct" and text in _OPERATORS:
             operators += 1
             if operators > MAX_OPERATORS:
-                raise CelLimitError.at(source, start, f"more than {MAX_OPERATORS} operators in "
-                                       "one condition; split it into steps")
+                raise CelLimitError.at(
+                    source,
+                    start,
+                    f"more than {MAX_OPERATORS} operators in one condition; split it into steps",
+                )
         elif text in _OPEN:
             macro = None
-            if text == "(" and i >= 2 and prev[0] == "ident" and prev[1] in MACROS \
-                    and tokens[i - 2][1] == ".":
+            if (
+                text == "("
+                and i >= 2
+                and prev[0] == "ident"
+                and prev[1] in MACROS
+                and tokens[i - 2][1] == "."
+            ):
                 macro = _macro_range(tokens, i - 2)
                 _check_macro(source, prev, macro, [m for _, m, _, _ in stack if m is not None])
                 macros += 1
                 if macros > MAX_MACROS:
-                    raise CelLimitError.at(source, prev[2], f"more than {MAX_MACROS} macros "
-                                           "in one condition; split it into steps")
+                    raise CelLimitError.at(
+                        source,
+                        prev[2],
+                        f"more than {MAX_MACROS} macros in one condition; split it into steps",
+                    )
             # '[' after an operand indexes it; otherwise it starts a list literal.
-            literal = text == "{" or (text == "[" and not (
-                (prev[0] in ("ident", "string", "number") and prev[1] not in RESERVED)
-                or prev[1] in (")", "]", "}")))
+            literal = text == "{" or (
+                text == "["
+                and not (
+                    (prev[0] in ("ident", "string", "number") and prev[1] not in RESERVED)
+                    or prev[1] in (")", "]", "}")
+                )
+            )
             stack.append((_OPEN[text], macro, literal, 0))
             if len(stack) > MAX_NESTING:
-                raise CelLimitError.at(source, start, f"brackets nested more than {MAX_NESTING} "
-                                       "deep")
+                raise CelLimitError.at(
+                    source, start, f"brackets nested more than {MAX_NESTING} deep"
+                )
         elif stack and text == stack[-1][0]:
             stack.pop()
         elif text == "," and stack and stack[-1][2]:
             close, macro, literal, items = stack[-1]
             stack[-1] = (close, macro, literal, items + 1)
             if items + 1 >= MAX_LITERAL_ITEMS:
-                raise CelLimitError.at(source, start, f"a literal of more than "
-                                       f"{MAX_LITERAL_ITEMS} items")
+                raise CelLimitError.at(
+                    source, start, f"a literal of more than {MAX_LITERAL_ITEMS} items"
+                )
         i += 1
 
 
@@ -347,8 +398,13 @@ def macros(source: str) -> tuple[Macro, ...]:
             continue
         if text in _OPEN:
             index = None
-            if (text == "(" and i >= 2 and tokens[i - 1][0] == "ident"
-                    and tokens[i - 1][1] in MACROS and tokens[i - 2][1] == "."):
+            if (
+                text == "("
+                and i >= 2
+                and tokens[i - 1][0] == "ident"
+                and tokens[i - 1][1] in MACROS
+                and tokens[i - 2][1] == "."
+            ):
                 outer = tuple(m for m in stack if m is not None)
                 found.append(Macro(tokens[i - 1][1], _macro_range(tokens, i - 2), outer))
                 index = len(found) - 1
@@ -370,8 +426,12 @@ def _macro_range(tokens: list[tuple[str, str, int]], dot: int) -> str:
             if depth == 0:
                 break
             j -= 1
-        if (j >= 2 and tokens[j - 1][0] == "ident" and tokens[j - 1][1] in MACROS
-                and tokens[j - 2][1] == "."):
+        if (
+            j >= 2
+            and tokens[j - 1][0] == "ident"
+            and tokens[j - 1][1] in MACROS
+            and tokens[j - 2][1] == "."
+        ):
             return _macro_range(tokens, j - 2)
         return ""
     parts: list[str] = []
@@ -388,19 +448,26 @@ def _macro_range(tokens: list[tuple[str, str, int]], dot: int) -> str:
 def _check_macro(source: str, name: tuple[str, str, int], rng: str, open_: list[str]) -> None:
     """Refuse macros nested too deep, or iterating a list already iterated twice around them."""
     if len(open_) >= MAX_MACRO_NESTING:
-        raise CelLimitError.at(source, name[2], f"'{name[1]}' nests macros more than "
-                               f"{MAX_MACRO_NESTING} deep: a walk could run for minutes")
+        raise CelLimitError.at(
+            source,
+            name[2],
+            f"'{name[1]}' nests macros more than "
+            f"{MAX_MACRO_NESTING} deep: a walk could run for minutes",
+        )
     if rng and open_.count(rng) >= MAX_SAME_LIST_NESTING:
-        raise CelLimitError.at(source, name[2], f"'{name[1]}' iterates '{rng}' inside "
-                               f"{MAX_SAME_LIST_NESTING} macros over it already: a walk over a "
-                               "long list could run for minutes")
+        raise CelLimitError.at(
+            source,
+            name[2],
+            f"'{name[1]}' iterates '{rng}' inside "
+            f"{MAX_SAME_LIST_NESTING} macros over it already: a walk over a "
+            "long list could run for minutes",
+        )
 
 
 def new_context(variables: dict[str, Any]) -> cel.Context:
     """One evaluation context for a facts snapshot (building it converts every value once)."""
-    cel = cel_module()
-
-    return cel.Context(variables)
+    context: cel.Context = cel_module().Context(variables)
+    return context
 
 
 def fact_refs(source: str) -> tuple[FactRef, ...]:
@@ -413,13 +480,22 @@ def fact_refs(source: str) -> tuple[FactRef, ...]:
     while i < len(tokens):
         kind, text, start = tokens[i]
         prev = tokens[i - 1][1] if i else ""
-        if kind != "ident" or prev == "." or text in RESERVED or text in bound or _is_call(
-                tokens, i):
+        if (
+            kind != "ident"
+            or prev == "."
+            or text in RESERVED
+            or text in bound
+            or _is_call(tokens, i)
+        ):
             i += 1
             continue
         parts, end, j = [text], start + len(text), i + 1
-        while (j + 1 < len(tokens) and tokens[j][1] == "." and tokens[j + 1][0] == "ident"
-               and not _is_call(tokens, j + 1)):
+        while (
+            j + 1 < len(tokens)
+            and tokens[j][1] == "."
+            and tokens[j + 1][0] == "ident"
+            and not _is_call(tokens, j + 1)
+        ):
             parts.append(tokens[j + 1][1])
             end = tokens[j + 1][2] + len(tokens[j + 1][1])
             j += 2
@@ -436,8 +512,13 @@ def _macro_variables(tokens: list[tuple[str, str, int]]) -> frozenset[str]:
     """Names bound by macros: the identifier right after ``.exists(`` and friends."""
     bound = set()
     for i in range(1, len(tokens) - 3):
-        if (tokens[i - 1][1] == "." and tokens[i][1] in MACROS and tokens[i + 1][1] == "("
-                and tokens[i + 2][0] == "ident" and tokens[i + 3][1] == ","):
+        if (
+            tokens[i - 1][1] == "."
+            and tokens[i][1] in MACROS
+            and tokens[i + 1][1] == "("
+            and tokens[i + 2][0] == "ident"
+            and tokens[i + 3][1] == ","
+        ):
             bound.add(tokens[i + 2][1])
     return frozenset(bound)
 
@@ -450,10 +531,10 @@ def _syntax_error(text: str) -> CelSyntaxError:
             message = m.group(3).removeprefix("Syntax error: ")
             # ANTLR lists every token it could accept; past a few that is noise.
             message = re.sub(r" expecting \{[^}]{40,}\}", " expecting an operand", message)
-            message = message.replace("mismatched input '<EOF>' expecting",
-                                      "the condition ends where CEL expects")
-            return CelSyntaxError(f"CEL syntax error: {message}", int(m.group(1)),
-                                  int(m.group(2)))
+            message = message.replace(
+                "mismatched input '<EOF>' expecting", "the condition ends where CEL expects"
+            )
+            return CelSyntaxError(f"CEL syntax error: {message}", int(m.group(1)), int(m.group(2)))
     return CelSyntaxError(f"CEL syntax error: {text.strip()}", 1, 1)
 
 

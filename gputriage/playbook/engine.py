@@ -53,8 +53,14 @@ from gputriage.playbook.transcript import (
 if TYPE_CHECKING:
     import cel
 
-def walk(playbooks: PlaybookSet, facts: FactSet, answers: Mapping[str, str] | None = None,
-         overrides: Mapping[str, str] | None = None, entry: str | None = None) -> Transcript:
+
+def walk(
+    playbooks: PlaybookSet,
+    facts: FactSet,
+    answers: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+    entry: str | None = None,
+) -> Transcript:
     """Walk from the entry playbook (by route, unless ``entry`` names one) to a conclusion.
 
     ``entry`` may be a playbook id or ``playbook/step``. Never raises for facts, answers or
@@ -82,8 +88,11 @@ class _Walker:
 
     def run(self, entry: str | None) -> Transcript:
         self.context = self.facts.to_context()
-        self.unknown = {name: g.reason or "not collected" for name, g in self.facts.groups.items()
-                        if not g.known}
+        self.unknown = {
+            name: g.reason or "not collected"
+            for name, g in self.facts.groups.items()
+            if not g.known
+        }
         for group in sorted(_groups_read(self.playbooks) - set(self.context)):
             # Playbooks may read groups this snapshot has no builder for: unknown, not an error.
             reason = "no facts were built for this group"
@@ -96,12 +105,21 @@ class _Walker:
         start, entry_reason = self._entry(entry)
         if start is None:
             finding = self._undetermined("", "", entry_reason, self._route_unknowns())
-            return Transcript(entry="", findings=(finding,), warnings=tuple(self.warnings),
-                              entry_reason=entry_reason)
+            return Transcript(
+                entry="",
+                findings=(finding,),
+                warnings=tuple(self.warnings),
+                entry_reason=entry_reason,
+            )
         ended, question = self._walk_from(start)
-        walked = Transcript(entry=start.partition("/")[0], visits=tuple(self.visits),
-                            findings=(ended,) if ended else (), question=question,
-                            warnings=tuple(self.warnings), entry_reason=entry_reason)
+        walked = Transcript(
+            entry=start.partition("/")[0],
+            visits=tuple(self.visits),
+            findings=(ended,) if ended else (),
+            question=question,
+            warnings=tuple(self.warnings),
+            entry_reason=entry_reason,
+        )
         return self._differential(walked)
 
     # -- the differential -------------------------------------------------------------------
@@ -129,17 +147,25 @@ class _Walker:
                 if not spec.propose or spec.severity == "info":
                     self._unproposable.add(spec.id)
                 alt = Alternative(
-                    spec.id, self._text(spec.title), spec.severity, "possible",
-                    "the evidence it requires holds", self._citations(held, ()),
-                    self._site(spec.id), " ".join(held.source.split()))
+                    spec.id,
+                    self._text(spec.title),
+                    spec.severity,
+                    "possible",
+                    "the evidence it requires holds",
+                    self._citations(held, ()),
+                    self._site(spec.id),
+                    " ".join(held.source.split()),
+                )
                 consistent.append((-len(set(held.paths)), order, alt))
         consistent.sort(key=lambda t: (t[0], t[1]))
         ranked = [alt for _, _, alt in consistent]
         verdict = walked.findings[0] if walked.findings else None
         # The SRE's own choice (an override or an answer) is evidence the differential cannot
         # see: such a verdict is kept, with the differential shown beside it.
-        overridden = bool(self.visits) and self.visits[-1].outcome in (Outcome.OVERRIDE,
-                                                                        Outcome.ANSWER)
+        overridden = bool(self.visits) and self.visits[-1].outcome in (
+            Outcome.OVERRIDE,
+            Outcome.ANSWER,
+        )
         findings = walked.findings
         confidence = ""
         if verdict is not None and not verdict.undetermined:
@@ -148,19 +174,31 @@ class _Walker:
             if overridden:
                 confidence = "likely" if verdict_truth is Truth.TRUE else "possible"
             elif rule is not None or verdict_truth is Truth.FALSE:  # withdrawn
-                why = (f"{rule.because}" if rule is not None else
-                       "the evidence it requires does not hold")
-                self.warnings.append(f"the walk reached '{verdict.id}', but it is withdrawn: "
-                                     f"{why}")
+                why = (
+                    f"{rule.because}"
+                    if rule is not None
+                    else "the evidence it requires does not hold"
+                )
+                self.warnings.append(f"the walk reached '{verdict.id}', but it is withdrawn: {why}")
                 proposal = self._propose_from(ranked)
-                findings = (proposal,) if proposal else (self._undetermined(
-                    f"{verdict.playbook}/{verdict.step}", "",
-                    f"the walk reached '{verdict.id}', but the evidence rules it out ({why})",
-                    ()),)
+                findings = (
+                    (proposal,)
+                    if proposal
+                    else (
+                        self._undetermined(
+                            f"{verdict.playbook}/{verdict.step}",
+                            "",
+                            f"the walk reached '{verdict.id}', but the evidence rules it out "
+                            f"({why})",
+                            (),
+                        ),
+                    )
+                )
                 confidence = self._proposal_confidence(ranked) if proposal else ""
             elif verdict_truth is Truth.TRUE:
-                doubtful = any(v.outcome in (Outcome.OTHERWISE, Outcome.UNKNOWN)
-                               for v in self.visits)
+                doubtful = any(
+                    v.outcome in (Outcome.OTHERWISE, Outcome.UNKNOWN) for v in self.visits
+                )
                 confidence = "likely" if doubtful else "certain"
             else:
                 confidence = "possible"
@@ -170,10 +208,14 @@ class _Walker:
                 findings = (proposal,)
                 confidence = self._proposal_confidence(ranked)
         first = findings[0].id if findings else ""
-        return replace(walked, findings=findings, warnings=tuple(self.warnings),
-                       confidence=confidence,
-                       consistent=tuple(a for a in ranked if a.id != first),
-                       ruled_out=tuple(ruled_out.values()))
+        return replace(
+            walked,
+            findings=findings,
+            warnings=tuple(self.warnings),
+            confidence=confidence,
+            consistent=tuple(a for a in ranked if a.id != first),
+            ruled_out=tuple(ruled_out.values()),
+        )
 
     def _requires(self, spec: FindingSpec) -> tuple[Truth, Condition | None]:
         """Any-of over the alternatives: TRUE (with the one that held), FALSE, or UNKNOWN."""
@@ -189,10 +231,16 @@ class _Walker:
         for rule in spec.ruled_out_by:
             result = self._evaluate(rule.when, f"ruled_out_by of finding '{spec.id}'")
             if result.truth is Truth.TRUE:
-                return Alternative(spec.id, self._text(spec.title), spec.severity, "",
-                                   self._text(rule.because),
-                                   self._citations(rule.when, rule.cite), self._site(spec.id),
-                                   " ".join(rule.when.source.split()))
+                return Alternative(
+                    spec.id,
+                    self._text(spec.title),
+                    spec.severity,
+                    "",
+                    self._text(rule.because),
+                    self._citations(rule.when, rule.cite),
+                    self._site(spec.id),
+                    " ".join(rule.when.source.split()),
+                )
         return None
 
     def _propose_from(self, ranked: list[Alternative]) -> Finding | None:
@@ -214,10 +262,11 @@ class _Walker:
         if book is None or step is None:
             return None
         finding = self._finding(best.id, book, step)
-        self.warnings.append(f"the walk did not conclude; the evidence supports '{best.id}' "
-                             f"(reached from '{best.branch}')")
-        return replace(finding, evidence=tuple(dict.fromkeys((*best.evidence,
-                                                              *finding.evidence))))
+        self.warnings.append(
+            f"the walk did not conclude; the evidence supports '{best.id}' "
+            f"(reached from '{best.branch}')"
+        )
+        return replace(finding, evidence=tuple(dict.fromkeys((*best.evidence, *finding.evidence))))
 
     def _proposal_confidence(self, ranked: list[Alternative]) -> str:
         stop = self.visits[-1].ref if self.visits else ""
@@ -280,8 +329,13 @@ class _Walker:
         return f"{best[2].id}/{best[2].start}", best[3]
 
     def _route_unknowns(self) -> tuple[str, ...]:
-        groups = {g for book in self.playbooks for r in book.routes for g in r.when.groups
-                  if g in self.unknown}
+        groups = {
+            g
+            for book in self.playbooks
+            for r in book.routes
+            for g in r.when.groups
+            if g in self.unknown
+        }
         return tuple(self._collect(g) for g in sorted(groups))
 
     # -- walking ----------------------------------------------------------------------------
@@ -290,8 +344,10 @@ class _Walker:
         seen: set[str] = set()  # each step at most once, so every walk ends
         while True:
             if ref in seen:
-                self.warnings.append(f"loop: step '{ref}' was reached twice; the walk stops "
-                                     "there (a playbook bug, or overrides that go in circles)")
+                self.warnings.append(
+                    f"loop: step '{ref}' was reached twice; the walk stops "
+                    "there (a playbook bug, or overrides that go in circles)"
+                )
                 return self._undetermined(ref, "", f"the walk reached '{ref}' twice", ()), None
             seen.add(ref)
             pid, _, sid = ref.partition("/")
@@ -315,19 +371,29 @@ class _Walker:
         ref = f"{book.id}/{step.id}"
         choices = self._choices(step)
         needs_unknown = tuple(g for g in step.needs if g in self.unknown)
-        base = Visit(ref=ref, playbook=book.id, step=step.id, prompt=self._text(step.prompt),
-                     outcome=Outcome.UNKNOWN, target="", choices=choices,
-                     unknown_facts=needs_unknown)
+        base = Visit(
+            ref=ref,
+            playbook=book.id,
+            step=step.id,
+            prompt=self._text(step.prompt),
+            outcome=Outcome.UNKNOWN,
+            target="",
+            choices=choices,
+            unknown_facts=needs_unknown,
+        )
         proposed, visit = self._propose(step, base)
         override = self.overrides.get(ref)
         if override is not None:
             target = self._override_target(book, ref, override)
             if target is not None:
                 return _replace_visit(
-                    visit, outcome=Outcome.OVERRIDE, target=target.ref,
+                    visit,
+                    outcome=Outcome.OVERRIDE,
+                    target=target.ref,
                     proposed=proposed.ref if proposed else visit.target,
                     because=f"overridden by the SRE (the engine proposed: "
-                            f"{visit.because or visit.outcome.value})"), target
+                    f"{visit.because or visit.outcome.value})",
+                ), target
         return visit, proposed
 
     def _propose(self, step: Step, base: Visit) -> tuple[Target | None, Visit]:
@@ -339,45 +405,65 @@ class _Walker:
             if truth is Truth.TRUE:
                 cites = self._citations(branch.when, branch.cite)
                 return branch.target, _replace_visit(
-                    base, outcome=Outcome.CONDITION, target=branch.target.ref,
-                    because=self._text(branch.because), condition=branch.when.source,
-                    citations=cites, unknown_facts=tuple(dict.fromkeys(unknown)))
+                    base,
+                    outcome=Outcome.CONDITION,
+                    target=branch.target.ref,
+                    because=self._text(branch.because),
+                    condition=branch.when.source,
+                    citations=cites,
+                    unknown_facts=tuple(dict.fromkeys(unknown)),
+                )
             # Unknown stops the walk, unless the branch says skip or the SRE can be asked.
             if truth is Truth.UNKNOWN and branch.if_unknown != "skip" and step.ask is None:
                 return None, _replace_visit(
-                    base, outcome=Outcome.UNKNOWN, target=f"finding:{UNDETERMINED}",
+                    base,
+                    outcome=Outcome.UNKNOWN,
+                    target=f"finding:{UNDETERMINED}",
                     because=self._cannot_decide(result),
-                    condition=branch.when.source, unknown_facts=tuple(dict.fromkeys(unknown)))
+                    condition=branch.when.source,
+                    unknown_facts=tuple(dict.fromkeys(unknown)),
+                )
         unknown_facts = tuple(dict.fromkeys(unknown))
         if step.ask is not None:
             answer = self.answers.get(base.ref)
             choice = next((c for c in step.ask.choices if c.value == answer), None)
             if answer is not None and choice is None:
                 values = ", ".join(c.value for c in step.ask.choices)
-                self.warnings.append(f"answer '{answer}' for '{base.ref}' is not one of: "
-                                     f"{values}")
+                self.warnings.append(f"answer '{answer}' for '{base.ref}' is not one of: {values}")
             if choice is None:
-                return None, _replace_visit(base, outcome=Outcome.WAITING,
-                                            unknown_facts=unknown_facts)
+                return None, _replace_visit(
+                    base, outcome=Outcome.WAITING, unknown_facts=unknown_facts
+                )
             return choice.target, _replace_visit(
-                base, outcome=Outcome.ANSWER, target=choice.target.ref,
-                because=f"answered: {self._text(choice.label)}", unknown_facts=unknown_facts)
+                base,
+                outcome=Outcome.ANSWER,
+                target=choice.target.ref,
+                because=f"answered: {self._text(choice.label)}",
+                unknown_facts=unknown_facts,
+            )
         if step.otherwise is not None:
             return step.otherwise.target, _replace_visit(
-                base, outcome=Outcome.OTHERWISE, target=step.otherwise.target.ref,
+                base,
+                outcome=Outcome.OTHERWISE,
+                target=step.otherwise.target.ref,
                 because=self._text(step.otherwise.because) or "no branch condition held",
-                unknown_facts=unknown_facts)
-        return None, _replace_visit(base, outcome=Outcome.UNKNOWN,
-                                    target=f"finding:{UNDETERMINED}",
-                                    because="no branch condition held and the step has no "
-                                            "'otherwise'", unknown_facts=unknown_facts)
+                unknown_facts=unknown_facts,
+            )
+        return None, _replace_visit(
+            base,
+            outcome=Outcome.UNKNOWN,
+            target=f"finding:{UNDETERMINED}",
+            because="no branch condition held and the step has no 'otherwise'",
+            unknown_facts=unknown_facts,
+        )
 
     def _evaluate(self, condition: Condition, where: str) -> Evaluation:
         assert self.cel_context is not None
         result = condition.evaluate(self.cel_context, self.unknown_groups, self.budget)
         if result.error:
-            self.warnings.append(f"{where}: condition `{condition.source}` could not be "
-                                 f"evaluated: {result.error}")
+            self.warnings.append(
+                f"{where}: condition `{condition.source}` could not be evaluated: {result.error}"
+            )
         return result
 
     def _cannot_decide(self, result: Evaluation) -> str:
@@ -390,8 +476,9 @@ class _Walker:
 
     def _choices(self, step: Step) -> tuple[Choice, ...]:
         if step.ask is not None:
-            return tuple(Choice(c.value, self._text(c.label), c.target.ref)
-                         for c in step.ask.choices)
+            return tuple(
+                Choice(c.value, self._text(c.label), c.target.ref) for c in step.ask.choices
+            )
         out = [Choice(b.target.ref, self._text(b.because), b.target.ref) for b in step.branches]
         if step.otherwise is not None:
             t = step.otherwise.target
@@ -419,43 +506,61 @@ class _Walker:
 
     def _question(self, step: Step, visit: Visit) -> Question:
         assert step.ask is not None
-        return Question(visit.ref, self._text(step.ask.question), visit.choices,
-                        self._text(step.ask.help))
+        return Question(
+            visit.ref, self._text(step.ask.question), visit.choices, self._text(step.ask.help)
+        )
 
     def _finding(self, fid: str, book: Playbook, step: Step) -> Finding:
         spec = self.playbooks.finding(fid)
         if spec is None:  # the loader checked; only a hand-built set can get here
-            return self._undetermined(f"{book.id}/{step.id}", step.prompt,
-                                      f"finding '{fid}' is not defined", ())
+            return self._undetermined(
+                f"{book.id}/{step.id}", step.prompt, f"finding '{fid}' is not defined", ()
+            )
         return Finding(
-            id=spec.id, severity=spec.severity, title=self._text(spec.title),
+            id=spec.id,
+            severity=spec.severity,
+            title=self._text(spec.title),
             summary=self._text(spec.summary),
             fix=self._fix(spec.fix),
-            references=spec.references, evidence=self._walk_citations(),
-            playbook=book.id, step=step.id)
+            references=spec.references,
+            evidence=self._walk_citations(),
+            playbook=book.id,
+            step=step.id,
+        )
 
     def _fix(self, spec: FixSpec) -> Fix:
         records = tuple(render_command(c, self.context) for c in spec.commands)
         return Fix(self._text(spec.summary), tuple(r.text for r in records if r.text), records)
 
     def _undetermined_at(self, book: Playbook, step: Step, visit: Visit) -> Finding:
-        return self._undetermined(visit.ref, visit.prompt, visit.because,
-                                  tuple(self._collect(g) for g in visit.unknown_facts))
+        return self._undetermined(
+            visit.ref,
+            visit.prompt,
+            visit.because,
+            tuple(self._collect(g) for g in visit.unknown_facts),
+        )
 
-    def _undetermined(self, ref: str, prompt: str, why: str,
-                      collect: tuple[str, ...]) -> Finding:
+    def _undetermined(self, ref: str, prompt: str, why: str, collect: tuple[str, ...]) -> Finding:
         pid, _, sid = ref.partition("/")
         question = f" ({prompt})" if prompt else ""
         summary = f"The walk stopped at '{ref}'{question}: {why}." if ref else f"{why}."
         if collect:
             summary += " Collect the evidence listed below and run the triage again."
         return Finding(
-            id=UNDETERMINED, severity="info",
-            title="Undetermined: not enough evidence to decide", summary=summary,
-            fix=Fix("Collect what is missing (see collect_next), or answer/override the step "
-                    "if you know the answer."),
-            evidence=self._walk_citations(), playbook=pid, step=sid, undetermined=True,
-            collect_next=collect)
+            id=UNDETERMINED,
+            severity="info",
+            title="Undetermined: not enough evidence to decide",
+            summary=summary,
+            fix=Fix(
+                "Collect what is missing (see collect_next), or answer/override the step "
+                "if you know the answer."
+            ),
+            evidence=self._walk_citations(),
+            playbook=pid,
+            step=sid,
+            undetermined=True,
+            collect_next=collect,
+        )
 
     def _collect(self, group: str) -> str:
         return f"{group}: {self.unknown.get(group) or 'no facts were built for this group'}"
@@ -482,8 +587,7 @@ class _Walker:
         for kind, pairs in (("answer", self.answers), ("override", self.overrides)):
             for ref in pairs:
                 if self.playbooks.step(ref) is None:
-                    self.warnings.append(f"{kind} for '{ref}': no such step (use "
-                                         "playbook/step)")
+                    self.warnings.append(f"{kind} for '{ref}': no such step (use playbook/step)")
 
 
 def _groups_read(playbooks: PlaybookSet) -> set[str]:

@@ -92,12 +92,18 @@ def _entry(spec: FindingSpec, steps: list[str]) -> str:
     for condition in spec.requires:
         lines.append(f"- **Requires:** `{' '.join(condition.source.split())}`")
     for rule in spec.ruled_out_by:
-        lines.append(f"- **Ruled out by:** `{' '.join(rule.when.source.split())}`: "
-                     f"{_flow(rule.because)}")
+        lines.append(
+            f"- **Ruled out by:** `{' '.join(rule.when.source.split())}`: {_flow(rule.because)}"
+        )
     if not spec.propose:
         lines.append("- **Proposed on evidence alone:** no (needs the walk or the SRE's answer)")
-    lines += ["", f"**What it means.** {_flow(spec.summary)}", "",
-              f"**Fix.** {_flow(spec.fix.summary)}", ""]
+    lines += [
+        "",
+        f"**What it means.** {_flow(spec.summary)}",
+        "",
+        f"**Fix.** {_flow(spec.fix.summary)}",
+        "",
+    ]
     if spec.fix.commands:
         lines.append("```sh")
         lines += [doc_line(c) for c in spec.fix.commands]

@@ -30,8 +30,9 @@ def render_command(spec: CommandSpec, context: Mapping[str, Any]) -> FixCommand:
     if gaps and spec.if_unknown and not missing(spec.if_unknown, context):
         cmd, gaps = spec.if_unknown, []
     if gaps:
-        return FixCommand("", spec.run, spec.mutates, _text(spec.why, context), spec.order,
-                          tuple(gaps))
+        return FixCommand(
+            "", spec.run, spec.mutates, _text(spec.why, context), spec.order, tuple(gaps)
+        )
     text = render(cmd, context, shell=True)
     if spec.run == "node":
         text = f"ssh {node_host(context)} {_remote(text)}"

@@ -136,8 +136,12 @@ def _read(path: Path) -> Any:
 def _write(path: Path, data: Any) -> None:
     """Write an entry atomically; anything that cannot be stored as JSON exactly is skipped."""
     try:
-        text = json.dumps({"format": FORMAT, "data": data}, ensure_ascii=True,
-                          allow_nan=False, separators=(",", ":"))
+        text = json.dumps(
+            {"format": FORMAT, "data": data},
+            ensure_ascii=True,
+            allow_nan=False,
+            separators=(",", ":"),
+        )
         if json.loads(text)["data"] != data:  # tuples, dates...: would not come back the same
             return
     except (TypeError, ValueError, RecursionError):

@@ -39,8 +39,13 @@ class _Source:
     read: Traversable | Path
 
 
-def load_playbooks(extra_dirs: Sequence[Path] = (), *, known_facts: set[str] | None = None,
-                   user_config: bool = True, shipped: bool = True) -> PlaybookSet:
+def load_playbooks(
+    extra_dirs: Sequence[Path] = (),
+    *,
+    known_facts: set[str] | None = None,
+    user_config: bool = True,
+    shipped: bool = True,
+) -> PlaybookSet:
     """Shipped playbooks, then the user config dir, then ``extra_dirs`` (dirs or files).
 
     ``known_facts`` is the set of declared ``group.field`` paths conditions may read; it
@@ -54,16 +59,16 @@ def load_playbooks(extra_dirs: Sequence[Path] = (), *, known_facts: set[str] | N
     user_layers += list(extra_dirs)
     user: dict[str, ParsedFile] = {}
     for layer in user_layers:
-        user.update(_load_layer(_sources_in(Path(layer), problems), facts, problems,
-                                shipped=False))
+        user.update(_load_layer(_sources_in(Path(layer), problems), facts, problems, shipped=False))
     books = _check_set(builtin, user, problems)
     order = [*builtin, *(pid for pid in user if pid not in builtin)]
     playbooks = {pid: resolve(books[pid], books) for pid in order if pid in books}
     return PlaybookSet(playbooks, tuple(sort_problems(problems)))
 
 
-def parse_file(path: Path, *, known_facts: set[str] | None = None,
-               shipped: bool = False) -> ParsedFile:
+def parse_file(
+    path: Path, *, known_facts: set[str] | None = None, shipped: bool = False
+) -> ParsedFile:
     """One file through the per-file checks (no references to other files resolved)."""
     facts = FactPaths(_known_facts() if known_facts is None else known_facts)
     return _parse_source(_Source(str(path), path), facts, shipped=shipped)
@@ -73,8 +78,14 @@ def shipped_sources() -> list[_Source]:
     """The playbook files that come with gputriage."""
     packaged = resources.files("gputriage").joinpath("playbooks")
     if packaged.is_dir():
-        return sorted((_Source(str(f), f) for f in packaged.iterdir()
-                       if f.name.endswith(SUFFIXES) and f.is_file()), key=lambda s: s.name)
+        return sorted(
+            (
+                _Source(str(f), f)
+                for f in packaged.iterdir()
+                if f.name.endswith(SUFFIXES) and f.is_file()
+            ),
+            key=lambda s: s.name,
+        )
     checkout = Path(__file__).resolve().parents[2] / "playbooks"
     return _sources_in(checkout, []) if checkout.is_dir() else []
 
@@ -106,8 +117,9 @@ def _parse_source(source: _Source, facts: FactPaths, *, shipped: bool) -> Parsed
     from gputriage.playbook.source_map import SourceMap
 
     def broken(message: str) -> ParsedFile:
-        return ParsedFile(source.name, SourceMap(source.name, ""), None,
-                          [Problem(source.name, 0, 0, message)])
+        return ParsedFile(
+            source.name, SourceMap(source.name, ""), None, [Problem(source.name, 0, 0, message)]
+        )
 
     try:
         raw = source.read.read_bytes()
@@ -125,8 +137,9 @@ def _parse_source(source: _Source, facts: FactPaths, *, shipped: bool) -> Parsed
     return parse_playbook(data, smap, facts, shipped=shipped)
 
 
-def _load_layer(sources: Iterable[_Source], facts: FactPaths, problems: list[Problem], *,
-                shipped: bool) -> dict[str, ParsedFile]:
+def _load_layer(
+    sources: Iterable[_Source], facts: FactPaths, problems: list[Problem], *, shipped: bool
+) -> dict[str, ParsedFile]:
     """Parse every file of one layer; report and skip broken files and duplicate ids."""
     books: dict[str, ParsedFile] = {}
     for source in sources:
@@ -136,21 +149,28 @@ def _load_layer(sources: Iterable[_Source], facts: FactPaths, problems: list[Pro
             continue
         first = books.get(pf.playbook.id)
         if first is not None:
-            problems.append(pf.smap.problem(
-                ("id",), f"playbook id '{pf.playbook.id}' is already defined in {first.file}"))
+            problems.append(
+                pf.smap.problem(
+                    ("id",), f"playbook id '{pf.playbook.id}' is already defined in {first.file}"
+                )
+            )
             continue
         books[pf.playbook.id] = pf
     return books
 
 
-def _check_set(shipped: dict[str, ParsedFile], user: dict[str, ParsedFile],
-               problems: list[Problem]) -> dict[str, ParsedFile]:
+def _check_set(
+    shipped: dict[str, ParsedFile], user: dict[str, ParsedFile], problems: list[Problem]
+) -> dict[str, ParsedFile]:
     """Cross-check the combined set, dropping culprits until it is consistent."""
     current = {pid: pf for pid, pf in shipped.items() if pid not in user}
     current.update(user)
     while True:
-        originals = {pid: shipped[pid] for pid, pf in current.items()
-                     if pid in shipped and not _book(pf).shipped}
+        originals = {
+            pid: shipped[pid]
+            for pid, pf in current.items()
+            if pid in shipped and not _book(pf).shipped
+        }
         blames = check_references(current, originals)
         if not blames:
             return current

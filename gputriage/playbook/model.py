@@ -60,25 +60,39 @@ class Shape:
     one_of: tuple[str, ...] = ()
 
 
-_GOTO = KeySpec("string", "Where the walk goes next: `step`, `other-playbook` (its start step) "
-                          "or `other-playbook/step`.")
-_CONCLUDE = KeySpec("string", "The finding id this concludes (`family.kebab-case`).",
-                    pattern=FINDING_ID_PATTERN)
+_GOTO = KeySpec(
+    "string",
+    "Where the walk goes next: `step`, `other-playbook` (its start step) or `other-playbook/step`.",
+)
+_CONCLUDE = KeySpec(
+    "string", "The finding id this concludes (`family.kebab-case`).", pattern=FINDING_ID_PATTERN
+)
 
 SHAPES: dict[str, Shape] = {
     "playbook": Shape(
         "A gputriage playbook: a diagnosis tree over facts.",
         {
-            "format_version": KeySpec("integer", "Version of this format; must be 1.",
-                                      required=True, enum=(str(FORMAT_VERSION),)),
-            "id": KeySpec("string", "Stable kebab-case id; a user playbook with the same id "
-                                    "overrides the shipped one.", required=True,
-                          pattern=ID_PATTERN),
+            "format_version": KeySpec(
+                "integer",
+                "Version of this format; must be 1.",
+                required=True,
+                enum=(str(FORMAT_VERSION),),
+            ),
+            "id": KeySpec(
+                "string",
+                "Stable kebab-case id; a user playbook with the same id overrides the shipped one.",
+                required=True,
+                pattern=ID_PATTERN,
+            ),
             "title": KeySpec("string", "One line for lists and headers.", required=True),
             "description": KeySpec("string", "What this playbook diagnoses, for authors."),
             "tags": KeySpec("strings", "Free-form tags (family, layer)."),
-            "maturity": KeySpec("string", "How much the verdicts can be trusted.",
-                                enum=MATURITIES, default="experimental"),
+            "maturity": KeySpec(
+                "string",
+                "How much the verdicts can be trusted.",
+                enum=MATURITIES,
+                default="experimental",
+            ),
             "routes": KeySpec("list:route", "Symptoms that make this the entry playbook."),
             "start": KeySpec("string", "The step the walk starts at.", required=True),
             "steps": KeySpec("map:step", "Steps by kebab-case id.", required=True),
@@ -96,14 +110,18 @@ SHAPES: dict[str, Shape] = {
     "step": Shape(
         "One question of the diagnosis tree.",
         {
-            "prompt": KeySpec("text", "The question this step answers, for the SRE.",
-                              required=True),
+            "prompt": KeySpec(
+                "text", "The question this step answers, for the SRE.", required=True
+            ),
             "help": KeySpec("text", "More words for the SRE: what is being checked and why."),
-            "needs": KeySpec("strings", "Fact groups this step reads; unknown ones are "
-                                        "recorded on the visit."),
+            "needs": KeySpec(
+                "strings", "Fact groups this step reads; unknown ones are recorded on the visit."
+            ),
             "branches": KeySpec("list:branch", "Tried in order; the first that holds is taken."),
-            "otherwise": KeySpec("object:otherwise", "Taken when no branch holds. Absent: the "
-                                                     "walk ends undetermined."),
+            "otherwise": KeySpec(
+                "object:otherwise",
+                "Taken when no branch holds. Absent: the walk ends undetermined.",
+            ),
             "ask": KeySpec("object:ask", "Ask the SRE when no branch holds."),
         },
     ),
@@ -111,13 +129,18 @@ SHAPES: dict[str, Shape] = {
         "A condition and where it leads.",
         {
             "when": KeySpec("cel", "CEL condition over facts.", required=True),
-            "because": KeySpec("text", "The reason shown to the SRE when this branch is taken.",
-                               required=True),
+            "because": KeySpec(
+                "text", "The reason shown to the SRE when this branch is taken.", required=True
+            ),
             "cite": KeySpec("strings", "Extra fact paths whose evidence lines to cite."),
-            "if_unknown": KeySpec("string", "When a fact group the condition reads is unknown: "
-                                            "`stop` the walk undetermined (default) or `skip` "
-                                            "to the next branch.", enum=IF_UNKNOWN,
-                                  default="stop"),
+            "if_unknown": KeySpec(
+                "string",
+                "When a fact group the condition reads is unknown: "
+                "`stop` the walk undetermined (default) or `skip` "
+                "to the next branch.",
+                enum=IF_UNKNOWN,
+                default="stop",
+            ),
             "goto": _GOTO,
             "conclude": _CONCLUDE,
         },
@@ -143,8 +166,12 @@ SHAPES: dict[str, Shape] = {
     "choice": Shape(
         "One answer to an ask step.",
         {
-            "value": KeySpec("string", "What `--answer STEP=VALUE` passes.", required=True,
-                             pattern=CHOICE_VALUE_PATTERN),
+            "value": KeySpec(
+                "string",
+                "What `--answer STEP=VALUE` passes.",
+                required=True,
+                pattern=CHOICE_VALUE_PATTERN,
+            ),
             "label": KeySpec("text", "The answer in words.", required=True),
             "goto": _GOTO,
             "conclude": _CONCLUDE,
@@ -154,23 +181,31 @@ SHAPES: dict[str, Shape] = {
     "finding": Shape(
         "A root cause the walk can conclude.",
         {
-            "requires": KeySpec("cels", "The evidence that must hold for this finding, on its "
-                                        "own (not relying on the path that leads here): a CEL "
-                                        "condition, or a list of alternatives of which one must "
-                                        "hold. The walk may conclude the finding only when it "
-                                        "holds; the differential check may propose it when it "
-                                        "holds and nothing rules it out."),
-            "propose": KeySpec("boolean", "Whether the differential check may propose this "
-                                          "finding on its own evidence when the walk does not "
-                                          "conclude (false for findings that need the SRE's "
-                                          "answer, and for all-clear findings).",
-                               default=True),
-            "ruled_out_by": KeySpec("list:rule_out", "Evidence that rules this finding out, "
-                                                     "whatever the walk says."),
+            "requires": KeySpec(
+                "cels",
+                "The evidence that must hold for this finding, on its "
+                "own (not relying on the path that leads here): a CEL "
+                "condition, or a list of alternatives of which one must "
+                "hold. The walk may conclude the finding only when it "
+                "holds; the differential check may propose it when it "
+                "holds and nothing rules it out.",
+            ),
+            "propose": KeySpec(
+                "boolean",
+                "Whether the differential check may propose this "
+                "finding on its own evidence when the walk does not "
+                "conclude (false for findings that need the SRE's "
+                "answer, and for all-clear findings).",
+                default=True,
+            ),
+            "ruled_out_by": KeySpec(
+                "list:rule_out", "Evidence that rules this finding out, whatever the walk says."
+            ),
             "severity": KeySpec("string", "How bad it is.", required=True, enum=SEVERITIES),
             "title": KeySpec("text", "One line naming the root cause.", required=True),
-            "summary": KeySpec("text", "What it means, for the on-call reader at 3 a.m.",
-                               required=True),
+            "summary": KeySpec(
+                "text", "What it means, for the on-call reader at 3 a.m.", required=True
+            ),
             "fix": KeySpec("object:fix", "What to do about it.", required=True),
             "references": KeySpec("strings", "Links to upstream docs, issues, runbooks."),
         },
@@ -178,10 +213,14 @@ SHAPES: dict[str, Shape] = {
     "rule_out": Shape(
         "Evidence that contradicts a finding.",
         {
-            "when": KeySpec("cel", "CEL condition over facts; when it holds, the finding is "
-                                   "ruled out.", required=True),
-            "because": KeySpec("text", "Why this evidence rules the finding out, in plain "
-                                       "words.", required=True),
+            "when": KeySpec(
+                "cel",
+                "CEL condition over facts; when it holds, the finding is ruled out.",
+                required=True,
+            ),
+            "because": KeySpec(
+                "text", "Why this evidence rules the finding out, in plain words.", required=True
+            ),
             "cite": KeySpec("strings", "Extra fact paths whose evidence lines to cite."),
         },
     ),
@@ -189,31 +228,50 @@ SHAPES: dict[str, Shape] = {
         "What to do about a finding.",
         {
             "summary": KeySpec("text", "The remedy in words.", required=True),
-            "commands": KeySpec("list:command", "Commands to run, in order: look first, then "
-                                                "act (cordon/drain before anything that puts a "
-                                                "GPU back in service)."),
+            "commands": KeySpec(
+                "list:command",
+                "Commands to run, in order: look first, then "
+                "act (cordon/drain before anything that puts a "
+                "GPU back in service).",
+            ),
         },
     ),
     "command": Shape(
         "One fix command, as data: where it runs and whether it changes anything.",
         {
-            "cmd": KeySpec("text", "The command; `{{group.field}}` templates are filled from "
-                                   "facts and shell-quoted. A `run: node` command is written "
-                                   "without `ssh`: the renderer adds `ssh NODE`.", required=True),
-            "run": KeySpec("string", "Where it runs: `local` (the SRE's machine), `node` (the "
-                                     "GPU node, rendered `ssh NODE ...`) or `cluster` "
-                                     "(kubectl/helm against the API).", required=True,
-                           enum=RUN_WHERE),
-            "mutates": KeySpec("boolean", "True when the command changes state (deletes, "
-                                          "restarts, relabels, resets...). The loader refuses a "
-                                          "known mutating verb without `mutates: true`; the TUI "
-                                          "marks these and asks before copying one.",
-                               required=True),
+            "cmd": KeySpec(
+                "text",
+                "The command; `{{group.field}}` templates are filled from "
+                "facts and shell-quoted. A `run: node` command is written "
+                "without `ssh`: the renderer adds `ssh NODE`.",
+                required=True,
+            ),
+            "run": KeySpec(
+                "string",
+                "Where it runs: `local` (the SRE's machine), `node` (the "
+                "GPU node, rendered `ssh NODE ...`) or `cluster` "
+                "(kubectl/helm against the API).",
+                required=True,
+                enum=RUN_WHERE,
+            ),
+            "mutates": KeySpec(
+                "boolean",
+                "True when the command changes state (deletes, "
+                "restarts, relabels, resets...). The loader refuses a "
+                "known mutating verb without `mutates: true`; the TUI "
+                "marks these and asks before copying one.",
+                required=True,
+            ),
             "why": KeySpec("text", "Why this command, and its caveat (what it disrupts)."),
-            "order": KeySpec("integer", "Position among the fix's commands (default: list "
-                                        "order); lower runs first."),
-            "if_unknown": KeySpec("text", "The command to show instead when a fact `cmd` reads "
-                                          "is unknown (same `run`, same `mutates`)."),
+            "order": KeySpec(
+                "integer",
+                "Position among the fix's commands (default: list order); lower runs first.",
+            ),
+            "if_unknown": KeySpec(
+                "text",
+                "The command to show instead when a fact `cmd` reads "
+                "is unknown (same `run`, same `mutates`).",
+            ),
         },
     ),
 }

@@ -14,26 +14,96 @@ import re
 import shlex
 
 #: Programs that change state whatever their arguments.
-ALWAYS: frozenset[str] = frozenset({
-    "rm", "rmdir", "mv", "cp", "tee", "dd", "ln", "chmod", "chown", "mkdir", "touch",
-    "modprobe", "rmmod", "insmod", "nvidia-modprobe", "reboot", "shutdown", "poweroff",
-    "kill", "pkill", "killall", "update-initramfs", "dracut", "sysctl",
-    "apt", "apt-get", "yum", "dnf", "zypper", "dpkg", "rpm", "pip", "nvidia-persistenced",
-    "mount", "umount", "swapoff", "swapon", "truncate", "install",
-})
+ALWAYS: frozenset[str] = frozenset(
+    {
+        "rm",
+        "rmdir",
+        "mv",
+        "cp",
+        "tee",
+        "dd",
+        "ln",
+        "chmod",
+        "chown",
+        "mkdir",
+        "touch",
+        "modprobe",
+        "rmmod",
+        "insmod",
+        "nvidia-modprobe",
+        "reboot",
+        "shutdown",
+        "poweroff",
+        "kill",
+        "pkill",
+        "killall",
+        "update-initramfs",
+        "dracut",
+        "sysctl",
+        "apt",
+        "apt-get",
+        "yum",
+        "dnf",
+        "zypper",
+        "dpkg",
+        "rpm",
+        "pip",
+        "nvidia-persistenced",
+        "mount",
+        "umount",
+        "swapoff",
+        "swapon",
+        "truncate",
+        "install",
+    }
+)
 
 #: Program -> verbs (first non-flag word) that change state.
 VERBS: dict[str, frozenset[str]] = {
-    "kubectl": frozenset({
-        "delete", "cordon", "uncordon", "drain", "taint", "label", "annotate", "patch",
-        "apply", "create", "replace", "edit", "set", "scale", "rollout", "run", "expose",
-        "autoscale", "debug", "cp", "attach",
-    }),
+    "kubectl": frozenset(
+        {
+            "delete",
+            "cordon",
+            "uncordon",
+            "drain",
+            "taint",
+            "label",
+            "annotate",
+            "patch",
+            "apply",
+            "create",
+            "replace",
+            "edit",
+            "set",
+            "scale",
+            "rollout",
+            "run",
+            "expose",
+            "autoscale",
+            "debug",
+            "cp",
+            "attach",
+        }
+    ),
     "helm": frozenset({"install", "upgrade", "uninstall", "delete", "rollback"}),
-    "systemctl": frozenset({
-        "restart", "start", "stop", "reload", "try-restart", "reload-or-restart", "enable",
-        "disable", "mask", "unmask", "daemon-reload", "kill", "isolate", "reboot",
-    }),
+    "systemctl": frozenset(
+        {
+            "restart",
+            "start",
+            "stop",
+            "reload",
+            "try-restart",
+            "reload-or-restart",
+            "enable",
+            "disable",
+            "mask",
+            "unmask",
+            "daemon-reload",
+            "kill",
+            "isolate",
+            "reboot",
+        }
+    ),
     "nvidia-ctk": frozenset({"runtime", "cdi", "system", "config"}),
     "dkms": frozenset({"autoinstall", "install", "build", "remove", "uninstall", "unbuild"}),
     "crictl": frozenset({"rm", "rmp", "rmi", "stop", "stopp", "runp", "create", "start"}),
@@ -41,21 +111,65 @@ VERBS: dict[str, frozenset[str]] = {
 }
 
 #: ``nvidia-ctk`` sub-commands that only read (``cdi list``).
-_READ_ONLY_PAIRS: frozenset[tuple[str, str, str]] = frozenset({
-    ("nvidia-ctk", "cdi", "list"),
-})
+_READ_ONLY_PAIRS: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        ("nvidia-ctk", "cdi", "list"),
+    }
+)
 
 #: nvidia-smi options that change the GPU (reset, persistence, MIG, ECC, clocks, power).
-NVIDIA_SMI_WRITES: frozenset[str] = frozenset({
-    "-r", "--gpu-reset", "-pm", "--persistence-mode", "-mig", "--multi-instance-gpu",
-    "-e", "--ecc-config", "-c", "--compute-mode", "-ac", "--applications-clocks", "-rac",
-    "-lgc", "-rgc", "-lmc", "-rmc", "-pl", "--power-limit", "-cgi", "-dgi", "-cci", "-dci",
-    "--create-gpu-instance", "--destroy-gpu-instance", "--create-compute-instance",
-    "--destroy-compute-instance", "-am", "--accounting-mode", "-caa",
-})
+NVIDIA_SMI_WRITES: frozenset[str] = frozenset(
+    {
+        "-r",
+        "--gpu-reset",
+        "-pm",
+        "--persistence-mode",
+        "-mig",
+        "--multi-instance-gpu",
+        "-e",
+        "--ecc-config",
+        "-c",
+        "--compute-mode",
+        "-ac",
+        "--applications-clocks",
+        "-rac",
+        "-lgc",
+        "-rgc",
+        "-lmc",
+        "-rmc",
+        "-pl",
+        "--power-limit",
+        "-cgi",
+        "-dgi",
+        "-cci",
+        "-dci",
+        "--create-gpu-instance",
+        "--destroy-gpu-instance",
+        "--create-compute-instance",
+        "--destroy-compute-instance",
+        "-am",
+        "--accounting-mode",
+        "-caa",
+    }
+)
 
-_VALUE_FLAGS = frozenset({"-n", "--namespace", "--context", "--kubeconfig", "-c", "-l",
-                          "--selector", "-o", "--output", "-f", "--cluster", "--user", "-i"})
+_VALUE_FLAGS = frozenset(
+    {
+        "-n",
+        "--namespace",
+        "--context",
+        "--kubeconfig",
+        "-c",
+        "-l",
+        "--selector",
+        "-o",
+        "--output",
+        "-f",
+        "--cluster",
+        "--user",
+        "-i",
+    }
+)
 _SPLIT = re.compile(r"\|\||&&|[|;&\n]|\$\(|\)|`")
 _REDIRECT = re.compile(r"(?<![0-9&<])>>?(?!&)\s*(?!/dev/null\b)\S")
 
@@ -76,9 +190,11 @@ def _segment_reason(segment: str) -> str:
         words = shlex.split(segment, comments=True)
     except ValueError:
         words = segment.split()
-    while words and (words[0] in ("sudo", "env", "nohup", "time", "exec")
-                     or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])
-                     or (words[0].startswith("-") and len(words) > 1)):
+    while words and (
+        words[0] in ("sudo", "env", "nohup", "time", "exec")
+        or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])
+        or (words[0].startswith("-") and len(words) > 1)
+    ):
         words = words[1:]
     if not words:
         return ""
@@ -87,11 +203,12 @@ def _segment_reason(segment: str) -> str:
         rest = [w for w in words[1:] if not w.startswith("-")][1:]
         return mutating_reason(" ".join(rest)) if rest else ""
     if program == "kubectl" and "exec" in words and "--" in words:  # judge the inner command
-        return mutating_reason(shlex.join(words[words.index("--") + 1:]))
+        return mutating_reason(shlex.join(words[words.index("--") + 1 :]))
     if program in ALWAYS:
         return program
-    if program == "sed" and any(w == "-i" or w.startswith("-i") or w == "--in-place"
-                                for w in words[1:]):
+    if program == "sed" and any(
+        w == "-i" or w.startswith("-i") or w == "--in-place" for w in words[1:]
+    ):
         return "sed -i"
     if program == "nvidia-smi":
         if len(words) > 1 and words[1] in ("dmon", "pmon", "topo", "nvlink"):

@@ -39,9 +39,13 @@ from gputriage.playbook.source_map import SourceMap, YamlPath
 from gputriage.playbook.templating import literal_problem, quoted_templates, template_refs
 
 _KIND_WORDS = {
-    "string": "a string", "text": "a string", "cel": "a CEL condition (a string)",
-    "integer": "an integer", "strings": "a list of strings",
-    "cels": "a CEL condition or a non-empty list of them", "boolean": "true or false",
+    "string": "a string",
+    "text": "a string",
+    "cel": "a CEL condition (a string)",
+    "integer": "an integer",
+    "strings": "a list of strings",
+    "cels": "a CEL condition or a non-empty list of them",
+    "boolean": "true or false",
 }
 
 
@@ -76,8 +80,9 @@ class FactPaths:
         return None
 
 
-def parse_playbook(data: Any, smap: SourceMap, facts: FactPaths, *,
-                   shipped: bool = False) -> ParsedFile:
+def parse_playbook(
+    data: Any, smap: SourceMap, facts: FactPaths, *, shipped: bool = False
+) -> ParsedFile:
     """Check one file's data and build its playbook."""
     checker = _Checker(smap, facts)
     if not isinstance(data, dict):
@@ -85,8 +90,11 @@ def parse_playbook(data: Any, smap: SourceMap, facts: FactPaths, *,
         return ParsedFile(smap.file, smap, None, checker.problems)
     version = data.get("format_version")
     if isinstance(version, int) and not isinstance(version, bool) and version != FORMAT_VERSION:
-        checker.add(("format_version",), f"unsupported format_version {version}: this "
-                    f"gputriage reads format_version {FORMAT_VERSION}")
+        checker.add(
+            ("format_version",),
+            f"unsupported format_version {version}: this "
+            f"gputriage reads format_version {FORMAT_VERSION}",
+        )
         return ParsedFile(smap.file, smap, None, checker.problems)
     checker.shape(data, "playbook", (), "the playbook")
     checker.semantics(data)
@@ -117,8 +125,12 @@ class _Checker:
         ok = True
         for key in value:
             if key not in shape.keys:
-                self.add((*path, key), f"unknown key '{key}' in {where}",
-                         did_you_mean(key, shape.keys), at_key=True)
+                self.add(
+                    (*path, key),
+                    f"unknown key '{key}' in {where}",
+                    did_you_mean(key, shape.keys),
+                    at_key=True,
+                )
                 ok = False
         for key, spec in shape.keys.items():
             if spec.required and key not in value:
@@ -131,9 +143,11 @@ class _Checker:
                 self.add(path, f"{where} needs one of {words}", at_key=bool(path))
                 ok = False
             elif len(present) > 1:
-                self.add((*path, present[1]),
-                         f"{where} has both '{present[0]}' and '{present[1]}': keep one",
-                         at_key=True)
+                self.add(
+                    (*path, present[1]),
+                    f"{where} has both '{present[0]}' and '{present[1]}': keep one",
+                    at_key=True,
+                )
                 ok = False
         for key, spec in shape.keys.items():
             if key in value:
@@ -164,13 +178,15 @@ class _Checker:
         if not isinstance(value, dict):
             self.add(path, f"'{key}' must be a mapping of id -> {inner}, got {_kind_of(value)}")
             return False
-        pattern, example = ((FINDING_ID_PATTERN, "'family.kebab-case'") if inner == "finding"
-                            else (ID_PATTERN, "kebab-case"))
+        pattern, example = (
+            (FINDING_ID_PATTERN, "'family.kebab-case'")
+            if inner == "finding"
+            else (ID_PATTERN, "kebab-case")
+        )
         ok = True
         for item_id, item in value.items():
             if not re.match(pattern, item_id):
-                self.add((*path, item_id), f"{inner} id '{item_id}' is not {example}",
-                         at_key=True)
+                self.add((*path, item_id), f"{inner} id '{item_id}' is not {example}", at_key=True)
                 ok = False
             ok = self.shape(item, inner, (*path, item_id), f"{inner} '{item_id}'") and ok
         return ok
@@ -182,8 +198,11 @@ class _Checker:
             if isinstance(value, list):
                 bad = [i for i, v in enumerate(value) if not isinstance(v, str)]
                 for i in bad:
-                    self.add((*path, i), f"'{key}' of {where} must hold strings, got "
-                             f"{_kind_of(value[i])}", _quote_hint(value[i]))
+                    self.add(
+                        (*path, i),
+                        f"'{key}' of {where} must hold strings, got {_kind_of(value[i])}",
+                        _quote_hint(value[i]),
+                    )
                 return not bad
             good = False
         elif spec.kind == "cel":
@@ -192,21 +211,29 @@ class _Checker:
             good = isinstance(value, bool)
         elif spec.kind == "cels":
             good = isinstance(value, str | bool) or (
-                isinstance(value, list) and bool(value)
-                and all(isinstance(v, str | bool) for v in value))
+                isinstance(value, list)
+                and bool(value)
+                and all(isinstance(v, str | bool) for v in value)
+            )
         else:
             good = isinstance(value, str)
         if not good:
             hint = _quote_hint(value) if spec.kind in ("string", "text") else ""
             if spec.kind == "strings" and isinstance(value, str):
                 hint = f"write a list: [{value}]"
-            self.add(path, f"'{key}' of {where} must be {_KIND_WORDS[spec.kind]}, got "
-                     f"{_kind_of(value)}", hint)
+            self.add(
+                path,
+                f"'{key}' of {where} must be {_KIND_WORDS[spec.kind]}, got {_kind_of(value)}",
+                hint,
+            )
             return False
         if spec.enum and key != "format_version" and value not in spec.enum:
             choices = ", ".join(spec.enum)
-            self.add(path, f"'{key}' must be one of: {choices}; got '{value}'",
-                     did_you_mean(str(value), spec.enum))
+            self.add(
+                path,
+                f"'{key}' must be one of: {choices}; got '{value}'",
+                did_you_mean(str(value), spec.enum),
+            )
             return False
         if spec.pattern and isinstance(value, str) and not re.match(spec.pattern, value):
             self.add(path, _pattern_message(key, value))
@@ -232,8 +259,11 @@ class _Checker:
                 self.templates(step.get(key), (*base, key))
             for i, group in enumerate(_list(step.get("needs"))):
                 if isinstance(group, str) and group not in self.facts.groups:
-                    self.add((*base, "needs", i), f"unknown fact group '{group}'",
-                             did_you_mean(group, self.facts.groups))
+                    self.add(
+                        (*base, "needs", i),
+                        f"unknown fact group '{group}'",
+                        did_you_mean(group, self.facts.groups),
+                    )
             for i, branch in enumerate(_list(step.get("branches"))):
                 if not isinstance(branch, dict):
                     continue
@@ -290,20 +320,33 @@ class _Checker:
                 continue
             reason = mutating_reason(text)
             if reason and record.get("mutates") is not True:
-                hint = ("write it as a record: {cmd: ..., run: ..., mutates: true, why: ...}"
-                        if isinstance(command, str) else "add 'mutates: true' and say in "
-                        "'why' what it disrupts")
-                self.add(where, f"command can change state ({reason}) but is not marked "
-                         "'mutates: true'", hint)
+                hint = (
+                    "write it as a record: {cmd: ..., run: ..., mutates: true, why: ...}"
+                    if isinstance(command, str)
+                    else "add 'mutates: true' and say in 'why' what it disrupts"
+                )
+                self.add(
+                    where,
+                    f"command can change state ({reason}) but is not marked 'mutates: true'",
+                    hint,
+                )
         self.templates(record.get("why"), (*path, "why"))
 
     def step_rules(self, step: dict[str, Any], path: YamlPath, sid: str) -> None:
         if "ask" in step and "otherwise" in step:
-            self.add((*path, "otherwise"), f"step '{sid}' has both 'ask' and 'otherwise': the "
-                     "question is what happens when no branch holds; keep one", at_key=True)
+            self.add(
+                (*path, "otherwise"),
+                f"step '{sid}' has both 'ask' and 'otherwise': the "
+                "question is what happens when no branch holds; keep one",
+                at_key=True,
+            )
         elif not any(k in step for k in ("branches", "otherwise", "ask")):
-            self.add(path, f"step '{sid}' has no 'branches', 'otherwise' or 'ask': the walk "
-                     "could never leave it", at_key=True)
+            self.add(
+                path,
+                f"step '{sid}' has no 'branches', 'otherwise' or 'ask': the walk "
+                "could never leave it",
+                at_key=True,
+            )
 
     def condition(self, source: Any, path: YamlPath) -> None:
         if isinstance(source, bool):
@@ -346,15 +389,21 @@ class _Checker:
                 self.add(path, bad, offset=ref.offset, length=ref.length)
         if shell:
             for ref in quoted_templates(text):
-                self.add(path, "template inside quotes: values are shell-quoted already; "
-                         "remove the quotes around it", offset=ref.offset, length=ref.length)
+                self.add(
+                    path,
+                    "template inside quotes: values are shell-quoted already; "
+                    "remove the quotes around it",
+                    offset=ref.offset,
+                    length=ref.length,
+                )
 
 
 # -- building -----------------------------------------------------------------------------
 
 
-def _build(data: dict[str, Any], conditions: dict[YamlPath, Condition], file: str,
-           shipped: bool) -> tuple[Playbook, list[tuple[YamlPath, Target]]]:
+def _build(
+    data: dict[str, Any], conditions: dict[YamlPath, Condition], file: str, shipped: bool
+) -> tuple[Playbook, list[tuple[YamlPath, Target]]]:
     sites: list[tuple[YamlPath, Target]] = []
 
     def target(obj: dict[str, Any], path: YamlPath) -> Target:
@@ -367,10 +416,15 @@ def _build(data: dict[str, Any], conditions: dict[YamlPath, Condition], file: st
     for sid, raw in data["steps"].items():
         base: YamlPath = ("steps", sid)
         branches = tuple(
-            Branch(conditions[(*base, "branches", i, "when")], _s(b["because"]),
-                   target(b, (*base, "branches", i)), tuple(b.get("cite", ())),
-                   b.get("if_unknown", "stop"))
-            for i, b in enumerate(raw.get("branches", ())))
+            Branch(
+                conditions[(*base, "branches", i, "when")],
+                _s(b["because"]),
+                target(b, (*base, "branches", i)),
+                tuple(b.get("cite", ())),
+                b.get("if_unknown", "stop"),
+            )
+            for i, b in enumerate(raw.get("branches", ()))
+        )
         otherwise = None
         if "otherwise" in raw:
             o = raw["otherwise"]
@@ -378,49 +432,93 @@ def _build(data: dict[str, Any], conditions: dict[YamlPath, Condition], file: st
         ask = None
         if "ask" in raw:
             a = raw["ask"]
-            choices = tuple(AskChoice(c["value"], _s(c["label"]),
-                                      target(c, (*base, "ask", "choices", i)))
-                            for i, c in enumerate(a["choices"]))
+            choices = tuple(
+                AskChoice(c["value"], _s(c["label"]), target(c, (*base, "ask", "choices", i)))
+                for i, c in enumerate(a["choices"])
+            )
             ask = Ask(_s(a["question"]), choices, _s(a.get("help")))
-        steps[sid] = Step(sid, _s(raw["prompt"]), _s(raw.get("help")), tuple(raw.get("needs", ())),
-                          branches, otherwise, ask)
-    findings = {fid: _finding(fid, f, data["id"], conditions)
-                for fid, f in (data.get("findings") or {}).items()}
-    routes = tuple(Route(conditions[("routes", i, "when")], r.get("priority", 0),
-                         _s(r.get("because")))
-                   for i, r in enumerate(data.get("routes", ())))
+        steps[sid] = Step(
+            sid,
+            _s(raw["prompt"]),
+            _s(raw.get("help")),
+            tuple(raw.get("needs", ())),
+            branches,
+            otherwise,
+            ask,
+        )
+    findings = {
+        fid: _finding(fid, f, data["id"], conditions)
+        for fid, f in (data.get("findings") or {}).items()
+    }
+    routes = tuple(
+        Route(conditions[("routes", i, "when")], r.get("priority", 0), _s(r.get("because")))
+        for i, r in enumerate(data.get("routes", ()))
+    )
     playbook = Playbook(
-        id=data["id"], title=_s(data["title"]), start=data["start"], steps=steps, findings=findings,
-        description=_s(data.get("description")), tags=tuple(data.get("tags", ())),
-        maturity=data.get("maturity", "experimental"), routes=routes,
-        format_version=data["format_version"], file=file, shipped=shipped)
+        id=data["id"],
+        title=_s(data["title"]),
+        start=data["start"],
+        steps=steps,
+        findings=findings,
+        description=_s(data.get("description")),
+        tags=tuple(data.get("tags", ())),
+        maturity=data.get("maturity", "experimental"),
+        routes=routes,
+        format_version=data["format_version"],
+        file=file,
+        shipped=shipped,
+    )
     return playbook, sites
 
 
-def _finding(fid: str, raw: dict[str, Any], playbook: str,
-             conditions: dict[YamlPath, Condition]) -> FindingSpec:
+def _finding(
+    fid: str, raw: dict[str, Any], playbook: str, conditions: dict[YamlPath, Condition]
+) -> FindingSpec:
     commands = [_command(c, i) for i, c in enumerate(raw["fix"].get("commands", ()))]
     commands.sort(key=lambda c: c.order)  # stable: equal orders keep list order
     fix = FixSpec(_s(raw["fix"]["summary"]), tuple(commands))
     base: YamlPath = ("findings", fid)
-    rules = tuple(RuleOut(conditions[(*base, "ruled_out_by", i, "when")], _s(r["because"]),
-                          tuple(r.get("cite", ())))
-                  for i, r in enumerate(raw.get("ruled_out_by", ())))
+    rules = tuple(
+        RuleOut(
+            conditions[(*base, "ruled_out_by", i, "when")],
+            _s(r["because"]),
+            tuple(r.get("cite", ())),
+        )
+        for i, r in enumerate(raw.get("ruled_out_by", ()))
+    )
     requires = raw.get("requires")
-    alternatives = ((conditions[(*base, "requires", i)] for i in range(len(requires)))
-                    if isinstance(requires, list) else
-                    (conditions[(*base, "requires")],) if requires is not None else ())
-    return FindingSpec(fid, raw["severity"], _s(raw["title"]), _s(raw["summary"]), fix,
-                       tuple(raw.get("references", ())), playbook,
-                       requires=tuple(alternatives), ruled_out_by=rules,
-                       propose=bool(raw.get("propose", True)))
+    alternatives = (
+        (conditions[(*base, "requires", i)] for i in range(len(requires)))
+        if isinstance(requires, list)
+        else (conditions[(*base, "requires")],)
+        if requires is not None
+        else ()
+    )
+    return FindingSpec(
+        fid,
+        raw["severity"],
+        _s(raw["title"]),
+        _s(raw["summary"]),
+        fix,
+        tuple(raw.get("references", ())),
+        playbook,
+        requires=tuple(alternatives),
+        ruled_out_by=rules,
+        propose=bool(raw.get("propose", True)),
+    )
 
 
 def _command(raw: Any, index: int) -> CommandSpec:
     if isinstance(raw, str):
         return CommandSpec(_s(raw), order=index)
-    return CommandSpec(_s(raw["cmd"]), raw["run"], raw["mutates"], _s(raw.get("why")),
-                       raw.get("order", index), _s(raw.get("if_unknown")))
+    return CommandSpec(
+        _s(raw["cmd"]),
+        raw["run"],
+        raw["mutates"],
+        _s(raw.get("why")),
+        raw.get("order", index),
+        _s(raw.get("if_unknown")),
+    )
 
 
 def _s(value: Any) -> str:
@@ -432,8 +530,14 @@ def _s(value: Any) -> str:
 
 
 def _kind_of(value: Any) -> str:
-    words: dict[type, str] = {dict: "a mapping", list: "a list", bool: "a boolean",
-                              int: "an integer", float: "a number", str: "a string"}
+    words: dict[type, str] = {
+        dict: "a mapping",
+        list: "a list",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+    }
     if value is None:
         return "nothing (null)"
     return words.get(type(value), f"a {type(value).__name__}")
@@ -449,8 +553,10 @@ def _quote_hint(value: Any) -> str:
 _PATTERN_WORDS: dict[str, Callable[[str], str]] = {
     "id": lambda v: f"playbook id '{v}' is not kebab-case (lowercase words joined by '-')",
     "conclude": lambda v: f"finding id '{v}' is not 'family.kebab-case'",
-    "value": lambda v: f"choice value '{v}' has characters that do not fit in --answer STEP="
-                       "VALUE (use letters, digits, '-', '_', '.', '+')",
+    "value": lambda v: (
+        f"choice value '{v}' has characters that do not fit in --answer STEP="
+        "VALUE (use letters, digits, '-', '_', '.', '+')"
+    ),
 }
 
 

@@ -29,8 +29,9 @@ class Blame:
     problem: Problem
 
 
-def check_references(books: Mapping[str, ParsedFile],
-                     shipped: Mapping[str, ParsedFile]) -> list[Blame]:
+def check_references(
+    books: Mapping[str, ParsedFile], shipped: Mapping[str, ParsedFile]
+) -> list[Blame]:
     """Every broken reference in ``books`` (id -> parsed file with a playbook).
 
     ``shipped`` holds the shipped originals of playbooks that user files override; a finding
@@ -43,13 +44,22 @@ def check_references(books: Mapping[str, ParsedFile],
             other = all_findings.get(fid)
             if other is not None:
                 other_file = books[other].file
-                blames.append(Blame(pid, pf.smap.problem(
-                    ("findings", fid), f"finding id '{fid}' is already defined in playbook "
-                    f"'{other}' ({other_file})", at_key=True)))
+                blames.append(
+                    Blame(
+                        pid,
+                        pf.smap.problem(
+                            ("findings", fid),
+                            f"finding id '{fid}' is already defined in playbook "
+                            f"'{other}' ({other_file})",
+                            at_key=True,
+                        ),
+                    )
+                )
             else:
                 all_findings[fid] = pid
-    concluded = {t.raw for pf in [*books.values(), *shipped.values()] for _, t in pf.sites
-                 if t.conclude}
+    concluded = {
+        t.raw for pf in [*books.values(), *shipped.values()] for _, t in pf.sites if t.conclude
+    }
     for pid, pf in books.items():
         blames += _check_one(pid, pf, books, shipped, all_findings, concluded)
     return blames
@@ -67,11 +77,20 @@ def resolve(pf: ParsedFile, books: Mapping[str, ParsedFile]) -> Playbook:
 
     def fix_step(step: Step) -> Step:
         branches = tuple(replace(b, target=fix(b.target)) for b in step.branches)
-        otherwise = (Otherwise(fix(step.otherwise.target), step.otherwise.because)
-                     if step.otherwise else None)
-        ask = (Ask(step.ask.question,
-                   tuple(AskChoice(c.value, c.label, fix(c.target)) for c in step.ask.choices),
-                   step.ask.help) if step.ask else None)
+        otherwise = (
+            Otherwise(fix(step.otherwise.target), step.otherwise.because)
+            if step.otherwise
+            else None
+        )
+        ask = (
+            Ask(
+                step.ask.question,
+                tuple(AskChoice(c.value, c.label, fix(c.target)) for c in step.ask.choices),
+                step.ask.help,
+            )
+            if step.ask
+            else None
+        )
         return replace(step, branches=branches, otherwise=otherwise, ask=ask)
 
     return replace(book, steps={sid: fix_step(s) for sid, s in book.steps.items()})
@@ -95,9 +114,14 @@ def _split(raw: str, book: Playbook, books: Mapping[str, ParsedFile]) -> tuple[s
     return book.id, raw
 
 
-def _check_one(pid: str, pf: ParsedFile, books: Mapping[str, ParsedFile],
-               shipped: Mapping[str, ParsedFile], all_findings: Mapping[str, str],
-               concluded: set[str]) -> list[Blame]:
+def _check_one(
+    pid: str,
+    pf: ParsedFile,
+    books: Mapping[str, ParsedFile],
+    shipped: Mapping[str, ParsedFile],
+    all_findings: Mapping[str, str],
+    concluded: set[str],
+) -> list[Blame]:
     book = _playbook(pf)
     out: list[Blame] = []
 
@@ -105,54 +129,75 @@ def _check_one(pid: str, pf: ParsedFile, books: Mapping[str, ParsedFile],
         out.append(Blame(pid, pf.smap.problem(path, message, hint, at_key=at_key)))
 
     if book.start not in book.steps:
-        blame_here(("start",), f"'start' names a step that does not exist: '{book.start}'",
-                   did_you_mean(book.start, book.steps))
+        blame_here(
+            ("start",),
+            f"'start' names a step that does not exist: '{book.start}'",
+            did_you_mean(book.start, book.steps),
+        )
     for path, target in pf.sites:
         if target.conclude:
             if target.raw in all_findings and len(path) > 1 and path[-2] == "otherwise":
                 spec = _playbook(books[all_findings[target.raw]]).findings[target.raw]
                 if not spec.requires or any(c.source.strip() == "true" for c in spec.requires):
-                    blame_here(path, f"'otherwise' concludes '{target.raw}' without evidence: "
-                               "that finding declares no 'requires'",
-                               "give the finding a 'requires' condition (the evidence it "
-                               "needs), or make 'otherwise' go to a step that checks it")
+                    blame_here(
+                        path,
+                        f"'otherwise' concludes '{target.raw}' without evidence: "
+                        "that finding declares no 'requires'",
+                        "give the finding a 'requires' condition (the evidence it "
+                        "needs), or make 'otherwise' go to a step that checks it",
+                    )
             if target.raw not in all_findings:
                 override = _override_defining_finding(target.raw, books, shipped)
                 if book.shipped and override:
-                    out.append(_blame_override(override, books, pf, path,
-                                               f"finding '{target.raw}'", "concludes"))
+                    out.append(
+                        _blame_override(
+                            override, books, pf, path, f"finding '{target.raw}'", "concludes"
+                        )
+                    )
                 else:
-                    blame_here(path, "'conclude' names a finding that does not exist: "
-                               f"'{target.raw}'", did_you_mean(target.raw, all_findings))
+                    blame_here(
+                        path,
+                        f"'conclude' names a finding that does not exist: '{target.raw}'",
+                        did_you_mean(target.raw, all_findings),
+                    )
             continue
         other_id, sid = _split(target.raw, book, books)
         other = books.get(other_id)
         if other is None or other.playbook is None:
-            blame_here(path, f"'goto' names a playbook that does not exist: '{other_id}'",
-                       did_you_mean(other_id, books))
+            blame_here(
+                path,
+                f"'goto' names a playbook that does not exist: '{other_id}'",
+                did_you_mean(other_id, books),
+            )
             continue
         if sid not in other.playbook.steps:
             if book.shipped and not other.playbook.shipped and other_id in shipped:
-                out.append(_blame_override(other_id, books, pf, path, f"step '{sid}'",
-                                           "goes to"))
+                out.append(_blame_override(other_id, books, pf, path, f"step '{sid}'", "goes to"))
                 continue
             candidates = list(other.playbook.steps)
             if "/" not in target.raw:
                 candidates += list(books)
             what = "a step" if "/" not in target.raw else f"a step of '{other_id}'"
-            blame_here(path, f"'goto' names {what} that does not exist: '{sid}'",
-                       did_you_mean(sid, candidates))
+            blame_here(
+                path,
+                f"'goto' names {what} that does not exist: '{sid}'",
+                did_you_mean(sid, candidates),
+            )
             continue
         step_id = path[1] if len(path) > 1 and path[0] == "steps" else ""
         if other_id == pid and sid == step_id:
             blame_here(path, f"'goto' leads back to step '{sid}' itself: the walk would loop")
     for sid in _unreachable(book, pf.sites) if book.start in book.steps else ():
-        blame_here(("steps", sid), f"step '{sid}' is not reachable from 'start' "
-                   f"('{book.start}')", at_key=True)
+        blame_here(
+            ("steps", sid),
+            f"step '{sid}' is not reachable from 'start' ('{book.start}')",
+            at_key=True,
+        )
     for fid in book.findings:
         if fid not in concluded:
-            blame_here(("findings", fid), f"finding '{fid}' is never concluded by any branch",
-                       at_key=True)
+            blame_here(
+                ("findings", fid), f"finding '{fid}' is never concluded by any branch", at_key=True
+            )
     return out
 
 
@@ -175,21 +220,37 @@ def _unreachable(book: Playbook, sites: list[tuple[YamlPath, Target]]) -> list[s
     return [sid for sid in book.steps if sid not in seen]
 
 
-def _override_defining_finding(fid: str, books: Mapping[str, ParsedFile],
-                               shipped: Mapping[str, ParsedFile]) -> str:
+def _override_defining_finding(
+    fid: str, books: Mapping[str, ParsedFile], shipped: Mapping[str, ParsedFile]
+) -> str:
     """The id of a user override whose shipped original defines ``fid`` ("" when none)."""
     for pid, original in shipped.items():
-        if (original.playbook and fid in original.playbook.findings and pid in books
-                and not _playbook(books[pid]).shipped):
+        if (
+            original.playbook
+            and fid in original.playbook.findings
+            and pid in books
+            and not _playbook(books[pid]).shipped
+        ):
             return pid
     return ""
 
 
-def _blame_override(override: str, books: Mapping[str, ParsedFile], referrer: ParsedFile,
-                    path: YamlPath, what: str, verb: str) -> Blame:
+def _blame_override(
+    override: str,
+    books: Mapping[str, ParsedFile],
+    referrer: ParsedFile,
+    path: YamlPath,
+    what: str,
+    verb: str,
+) -> Blame:
     """Blame the user file overriding ``override`` for a shipped playbook's broken reference."""
     pf = books[override]
     ref = referrer.smap.problem(path, "")
-    return Blame(override, pf.smap.problem(
-        ("id",), f"overrides shipped playbook '{override}' but has no {what}, which shipped "
-        f"playbook '{_playbook(referrer).id}' {verb} ({ref.where})"))
+    return Blame(
+        override,
+        pf.smap.problem(
+            ("id",),
+            f"overrides shipped playbook '{override}' but has no {what}, which shipped "
+            f"playbook '{_playbook(referrer).id}' {verb} ({ref.where})",
+        ),
+    )

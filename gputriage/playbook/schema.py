@@ -72,14 +72,18 @@ def _property(key: str, spec: KeySpec) -> dict[str, Any]:
     if kind == "object":
         out["$ref"] = f"#/definitions/{inner}"
     elif kind == "list" and inner == "command":  # a plain string is read-only shorthand
-        out.update(type="array", items={"anyOf": [{"type": "string"},
-                                                  {"$ref": f"#/definitions/{inner}"}]})
+        out.update(
+            type="array", items={"anyOf": [{"type": "string"}, {"$ref": f"#/definitions/{inner}"}]}
+        )
     elif kind == "list":
         out.update(type="array", items={"$ref": f"#/definitions/{inner}"})
     elif kind == "map":
         pattern = FINDING_ID_PATTERN if inner == "finding" else ID_PATTERN
-        out.update(type="object", propertyNames={"pattern": pattern},
-                   additionalProperties={"$ref": f"#/definitions/{inner}"})
+        out.update(
+            type="object",
+            propertyNames={"pattern": pattern},
+            additionalProperties={"$ref": f"#/definitions/{inner}"},
+        )
     elif kind == "strings":
         out.update(type="array", items={"type": "string"})
     elif kind == "integer":
@@ -91,8 +95,10 @@ def _property(key: str, spec: KeySpec) -> dict[str, Any]:
     elif kind == "boolean":
         out["type"] = "boolean"
     elif kind == "cels":
-        out["anyOf"] = [{"type": ["string", "boolean"]},
-                        {"type": "array", "items": {"type": "string"}, "minItems": 1}]
+        out["anyOf"] = [
+            {"type": ["string", "boolean"]},
+            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        ]
     else:
         out["type"] = "string"
         if spec.required:

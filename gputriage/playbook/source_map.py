@@ -86,14 +86,23 @@ class SourceMap:
         if span is None:
             fallback = self.value_span(path)
             return (fallback.line, fallback.col) if fallback else (0, 0)
-        index = _align(self.text, span, self.styles.get(path, ""),
-                       self.scalars.get(path, ""), offset)
+        index = _align(
+            self.text, span, self.styles.get(path, ""), self.scalars.get(path, ""), offset
+        )
         return self.position(index)
 
     # -- problems ---------------------------------------------------------------------------
 
-    def problem(self, path: YamlPath, message: str, hint: str = "", *, at_key: bool = False,
-                offset: int | None = None, length: int | None = None) -> Problem:
+    def problem(
+        self,
+        path: YamlPath,
+        message: str,
+        hint: str = "",
+        *,
+        at_key: bool = False,
+        offset: int | None = None,
+        length: int | None = None,
+    ) -> Problem:
         """A :class:`Problem` placed at the value (or key) at ``path``."""
         if offset is not None:
             line, col = self.offset_position(path, offset)
@@ -106,8 +115,9 @@ class SourceMap:
             length = length or len(self.line_text(span.line)) - span.col + 1
         return self.problem_at(span.line, span.col, message, hint, length)
 
-    def problem_at(self, line: int, col: int, message: str, hint: str = "",
-                   length: int = 1) -> Problem:
+    def problem_at(
+        self, line: int, col: int, message: str, hint: str = "", length: int = 1
+    ) -> Problem:
         return Problem(self.file, line, col, message, hint, self.line_text(line), max(length, 1))
 
 
@@ -136,8 +146,10 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Problem]]:
         start = exc.context_mark
         context = exc.context or ""
         if context.startswith("while parsing ") and start and start.line != mark.line:
-            hint = (f"{context.removeprefix('while parsing ')} started at line {start.line + 1}, "
-                    f"column {start.column + 1}")
+            hint = (
+                f"{context.removeprefix('while parsing ')} started at line {start.line + 1}, "
+                f"column {start.column + 1}"
+            )
         return None, smap, [smap.problem_at(mark.line + 1, mark.column + 1, message, hint)]
     except yaml.YAMLError as exc:
         return None, smap, [Problem(file, 0, 0, f"YAML error: {exc}")]
@@ -162,8 +174,11 @@ def _refuse_bombs(text: str, smap: SourceMap, loader: Any) -> Problem | None:
     try:
         for event in yaml.parse(text, Loader=loader):
             mark = event.start_mark
-            if isinstance(event, yaml.NodeEvent) and not isinstance(event, yaml.AliasEvent) \
-                    and event.anchor:
+            if (
+                isinstance(event, yaml.NodeEvent)
+                and not isinstance(event, yaml.AliasEvent)
+                and event.anchor
+            ):
                 anchors.add(event.anchor)
             if mark is None:
                 continue
@@ -171,15 +186,22 @@ def _refuse_bombs(text: str, smap: SourceMap, loader: Any) -> Problem | None:
                 if event.anchor not in anchors:
                     return None  # the composer reports an undefined alias
                 return smap.problem_at(
-                    mark.line + 1, mark.column + 1, "YAML aliases are not allowed in playbooks",
+                    mark.line + 1,
+                    mark.column + 1,
+                    "YAML aliases are not allowed in playbooks",
                     f"'*{event.anchor}' repeats the node anchored as '&{event.anchor}'; "
-                    "write the value out instead", len(event.anchor or "") + 1)
+                    "write the value out instead",
+                    len(event.anchor or "") + 1,
+                )
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    return smap.problem_at(mark.line + 1, mark.column + 1,
-                                           f"nesting deeper than {MAX_DEPTH} levels",
-                                           "a playbook is never nested this deeply")
+                    return smap.problem_at(
+                        mark.line + 1,
+                        mark.column + 1,
+                        f"nesting deeper than {MAX_DEPTH} levels",
+                        "a playbook is never nested this deeply",
+                    )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError:
@@ -189,12 +211,12 @@ def _refuse_bombs(text: str, smap: SourceMap, loader: Any) -> Problem | None:
 
 def _span(node: Node, smap: SourceMap) -> Span:
     start, end = node.start_mark, node.end_mark
-    return Span(start.line + 1, start.column + 1, end.line + 1, end.column + 1,
-                start.index, end.index)
+    return Span(
+        start.line + 1, start.column + 1, end.line + 1, end.column + 1, start.index, end.index
+    )
 
 
-def _build(node: Node, path: YamlPath, smap: SourceMap, problems: list[Problem],
-           depth: int) -> Any:
+def _build(node: Node, path: YamlPath, smap: SourceMap, problems: list[Problem], depth: int) -> Any:
     from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
     smap.values[path] = _span(node, smap)
@@ -206,25 +228,32 @@ def _build(node: Node, path: YamlPath, smap: SourceMap, problems: list[Problem],
         smap.scalars[path] = str(node.value)
         return _scalar(node)
     if isinstance(node, SequenceNode):
-        return [_build(item, (*path, i), smap, problems, depth + 1)
-                for i, item in enumerate(node.value)]
+        return [
+            _build(item, (*path, i), smap, problems, depth + 1) for i, item in enumerate(node.value)
+        ]
     if isinstance(node, MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode):
                 smap.values[(*path, "<key>")] = _span(key_node, smap)
-                problems.append(smap.problem((*path, "<key>"),
-                                             "mapping keys must be plain strings"))
+                problems.append(
+                    smap.problem((*path, "<key>"), "mapping keys must be plain strings")
+                )
                 continue
             key = str(key_node.value)
             if key in out:
                 first = smap.keys[(*path, key)]
                 smap_key = (*path, f"<duplicate {key}>")
                 smap.keys[smap_key] = _span(key_node, smap)
-                problems.append(smap.problem(
-                    smap_key, f"duplicate key '{key}'",
-                    f"first defined at line {first.line}; YAML would silently keep the last one",
-                    at_key=True))
+                problems.append(
+                    smap.problem(
+                        smap_key,
+                        f"duplicate key '{key}'",
+                        f"first defined at line {first.line}; "
+                        "YAML would silently keep the last one",
+                        at_key=True,
+                    )
+                )
                 continue
             smap.keys[(*path, key)] = _span(key_node, smap)
             out[key] = _build(value_node, (*path, key), smap, problems, depth + 1)

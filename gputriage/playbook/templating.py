@@ -50,8 +50,10 @@ def literal_problem(ref: TemplateRef, *, shell: bool) -> str:
     if not ref.literal.strip():
         return "empty alternative after '|' in a template"
     if shell and not _METAVARIABLE.match(ref.literal):
-        return (f"alternative '{ref.literal}' in a command must be an upper-case placeholder "
-                "such as NODE (it lands unquoted)")
+        return (
+            f"alternative '{ref.literal}' in a command must be an upper-case placeholder "
+            "such as NODE (it lands unquoted)"
+        )
     return ""
 
 
@@ -74,12 +76,15 @@ def template_refs(text: str) -> tuple[list[TemplateRef], list[TemplateError]]:
         parts = [p.strip() for p in m.group(1).split("|")]
         literal = parts.pop() if len(parts) > 1 and not _PATH.match(parts[-1]) else None
         if not all(_PATH.match(p) for p in parts):
-            errors.append(TemplateError(
-                m.start(), len(m.group(0)),
-                f"template '{m.group(0)}' is not a fact path like '{{{{pod.namespace}}}}'"))
+            errors.append(
+                TemplateError(
+                    m.start(),
+                    len(m.group(0)),
+                    f"template '{m.group(0)}' is not a fact path like '{{{{pod.namespace}}}}'",
+                )
+            )
             continue
-        refs.append(TemplateRef(parts[0], m.start(), len(m.group(0)), tuple(parts[1:]),
-                                literal))
+        refs.append(TemplateRef(parts[0], m.start(), len(m.group(0)), tuple(parts[1:]), literal))
     unclosed = text.find("{{", end)
     if unclosed >= 0:
         errors.append(TemplateError(unclosed, 2, "unclosed template: '{{' without '}}'"))
@@ -127,8 +132,11 @@ def render(text: str, context: Mapping[str, Any], *, shell: bool = False) -> str
 def missing(text: str, context: Mapping[str, Any]) -> list[str]:
     """The template paths in ``text`` that would render as a ``<placeholder>``."""
     refs, _ = template_refs(text)
-    return [r.path for r in refs if r.literal is None
-            and all(lookup(context, p) is None for p in (r.path, *r.alternatives))]
+    return [
+        r.path
+        for r in refs
+        if r.literal is None and all(lookup(context, p) is None for p in (r.path, *r.alternatives))
+    ]
 
 
 def lookup(context: Mapping[str, Any], path: str) -> Any:

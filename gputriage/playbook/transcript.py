@@ -69,8 +69,14 @@ class FixCommand:
     missing: tuple[str, ...] = ()  # facts it needed that were unknown (then ``text`` is "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"command": self.text, "run": self.run, "mutates": self.mutates,
-                "why": self.why, "order": self.order, "missing": list(self.missing)}
+        return {
+            "command": self.text,
+            "run": self.run,
+            "mutates": self.mutates,
+            "why": self.why,
+            "order": self.order,
+            "missing": list(self.missing),
+        }
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,7 @@ class Fix:
 
     def command_records(self) -> tuple[FixCommand, ...]:
         """``records``, or plain read-only records for a Fix built with strings only."""
-        return self.records or tuple(FixCommand(c, order=i)
-                                     for i, c in enumerate(self.commands))
+        return self.records or tuple(FixCommand(c, order=i) for i, c in enumerate(self.commands))
 
     def read_only(self) -> tuple[str, ...]:
         """The commands that change nothing: safe to copy in one go."""
@@ -97,8 +102,11 @@ class Fix:
 
     def to_dict(self) -> dict[str, Any]:
         """``summary``, ``commands`` (texts) and ``steps`` (the records; docs/report-json.md)."""
-        return {"summary": self.summary, "commands": list(self.commands),
-                "steps": [r.to_dict() for r in self.command_records()]}
+        return {
+            "summary": self.summary,
+            "commands": list(self.commands),
+            "steps": [r.to_dict() for r in self.command_records()],
+        }
 
 
 @dataclass(frozen=True)

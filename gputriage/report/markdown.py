@@ -35,15 +35,22 @@ def _cell(text: Any) -> str:
 
 def render_markdown(s: dict[str, Any]) -> str:
     t = s["target"]
-    title = (f"{t['namespace']}/{t['pod']}" if t.get("pod") else
-             f"{t['namespace']}/{t['owner']}" if t.get("owner") else t.get("session", ""))
+    title = (
+        f"{t['namespace']}/{t['pod']}"
+        if t.get("pod")
+        else f"{t['namespace']}/{t['owner']}"
+        if t.get("owner")
+        else t.get("session", "")
+    )
     out: list[str] = [f"# GPU incident summary: {md_text(title)}", ""]
     v = s["verdict"]
     if v["status"] == "finding":
         mark = _SEVERITY_MARK.get(v.get("severity", ""), "")
         sure = f", {md_cell(v['confidence'])}" if v.get("confidence") else ""
-        out.append(f"**Verdict:** {mark} {md_prose(v['headline'])} ({md_code(v['finding'])}, "
-                   f"{md_cell(v['severity'])}{sure})")
+        out.append(
+            f"**Verdict:** {mark} {md_prose(v['headline'])} ({md_code(v['finding'])}, "
+            f"{md_cell(v['severity'])}{sure})"
+        )
     else:
         out.append(f"**Verdict:** {v['status']}: {md_cell(v['headline'])}")
     ws = s.get("walk_status") or {}
@@ -51,21 +58,39 @@ def render_markdown(s: dict[str, Any]) -> str:
         out += ["", f"**How it was reached:** {md_cell(ws['words'])}."]
     out += ["", "| | |", "|---|---|"]
     gpu = ", ".join(f"{k}={n}" for k, n in (t.get("gpu_request") or {}).items()) or "none"
-    for label, value in (("Pod", title), ("Node", t.get("node") or "(not scheduled)"),
-                         ("Phase", t.get("phase") or "?"), ("GPU request", gpu),
-                         ("Owner", t.get("owner") or "-"), ("Context", t.get("context") or "-"),
-                         ("Evidence", t.get("session", ""))):
+    for label, value in (
+        ("Pod", title),
+        ("Node", t.get("node") or "(not scheduled)"),
+        ("Phase", t.get("phase") or "?"),
+        ("GPU request", gpu),
+        ("Owner", t.get("owner") or "-"),
+        ("Context", t.get("context") or "-"),
+        ("Evidence", t.get("session", "")),
+    ):
         out.append(f"| {label} | {_cell(value)} |")
     out.append("")
 
     if s.get("gpus"):
-        out += ["## GPUs involved", "", "| PCI | UUID | Serial | Model | State |",
-                "|---|---|---|---|---|"]
+        out += [
+            "## GPUs involved",
+            "",
+            "| PCI | UUID | Serial | Model | State |",
+            "|---|---|---|---|---|",
+        ]
         for g in s["gpus"]:
-            out.append("| " + " | ".join(_cell(x or "-") for x in (
-                g["pci"], g["uuid"], g["serial"], g["name"], gpu_state(g))) + " |")
-        xid_lines = [f"{x['source']}: {x['line']}" if x["source"] else x["line"]
-                     for g in s["gpus"] for x in g["xids"]]
+            out.append(
+                "| "
+                + " | ".join(
+                    _cell(x or "-")
+                    for x in (g["pci"], g["uuid"], g["serial"], g["name"], gpu_state(g))
+                )
+                + " |"
+            )
+        xid_lines = [
+            f"{x['source']}: {x['line']}" if x["source"] else x["line"]
+            for g in s["gpus"]
+            for x in g["xids"]
+        ]
         if xid_lines:
             out += ["", "Xid lines:", "", fence(xid_lines)]
         out.append("")
@@ -74,9 +99,14 @@ def render_markdown(s: dict[str, Any]) -> str:
     if not s["findings"]:
         out.append("No finding yet.")
     for f in s["findings"]:
-        out += ["", f"### {md_cell(f['title'])}",
-                f"{md_code(f['id'])} · severity **{md_cell(f['severity'])}**", "",
-                md_prose(f["summary"].strip()), ""]
+        out += [
+            "",
+            f"### {md_cell(f['title'])}",
+            f"{md_code(f['id'])} · severity **{md_cell(f['severity'])}**",
+            "",
+            md_prose(f["summary"].strip()),
+            "",
+        ]
         if f.get("collect_next"):
             out.append("**Collect next:**")
             out += [f"- {_cell(c)}" for c in f["collect_next"]]
@@ -106,8 +136,9 @@ def render_markdown(s: dict[str, Any]) -> str:
     for i, visit in enumerate(s["walk"], 1):
         line = f"{i}. **{md_cell(visit['title'])}** → {md_code(visit['target'] or 'waiting')}"
         if visit["overridden"]:
-            line += (f" (**overridden** by the SRE; the engine proposed "
-                         f"{md_code(visit['proposed'])})")
+            line += (
+                f" (**overridden** by the SRE; the engine proposed {md_code(visit['proposed'])})"
+            )
         elif visit["because"]:
             line += f": {md_text(visit['because'])}"
         if visit["unknown_facts"]:
@@ -133,9 +164,15 @@ def render_markdown(s: dict[str, Any]) -> str:
     if s["excerpts"]:
         out += ["", "## Evidence excerpts", ""]
         for ex in s["excerpts"]:
-            out += [md_code(ex['source']), "",
-                    fence(f"{ln['line']:>6}  {ln['text']}" if ln["line"] else ln["text"]
-                          for ln in ex["lines"]), ""]
+            out += [
+                md_code(ex["source"]),
+                "",
+                fence(
+                    f"{ln['line']:>6}  {ln['text']}" if ln["line"] else ln["text"]
+                    for ln in ex["lines"]
+                ),
+                "",
+            ]
             if ex.get("more"):
                 out += [f"({ex['more']} more cited lines in the JSON report)", ""]
 
@@ -150,10 +187,12 @@ def render_markdown(s: dict[str, Any]) -> str:
 
 
 #: Said above a timeline that holds times printed without a zone.
-TIMELINE_LOCAL_NOTE = ("Times marked `local` were printed without a time zone (dmesg -T, "
-                       "journal short format): they are the node's local clock, offset from UTC "
-                       "unknown; collect with `journalctl -o short-iso` or `dmesg --time-format "
-                       "iso` to place them exactly.")
+TIMELINE_LOCAL_NOTE = (
+    "Times marked `local` were printed without a time zone (dmesg -T, "
+    "journal short format): they are the node's local clock, offset from UTC "
+    "unknown; collect with `journalctl -o short-iso` or `dmesg --time-format "
+    "iso` to place them exactly."
+)
 
 
 def timeline_line(e: dict[str, Any]) -> str:
@@ -176,8 +215,10 @@ def gpu_state(g: dict[str, Any]) -> str:
 def command_lines(fix: dict[str, Any]) -> list[str]:
     """A fix's commands for a shell block: a comment line marks each one that changes state
     (with its caveat), and says which were left out because a fact they need is unknown."""
-    steps = fix.get("steps") or [{"command": c, "mutates": False, "why": "", "missing": []}
-                                 for c in fix.get("commands") or []]
+    steps = fix.get("steps") or [
+        {"command": c, "mutates": False, "why": "", "missing": []}
+        for c in fix.get("commands") or []
+    ]
     lines: list[str] = []
     for st in steps:
         one_line = " ".join(str(st.get("why") or "").split())
@@ -194,17 +235,21 @@ def command_lines(fix: dict[str, Any]) -> list[str]:
 
 
 def _differential(d: dict[str, Any]) -> list[str]:
-    """"Also consistent with the evidence" and "Ruled out, because ..." beside the verdict."""
+    """ "Also consistent with the evidence" and "Ruled out, because ..." beside the verdict."""
     out: list[str] = []
-    for key, heading in (("consistent", "Also consistent with the evidence"),
-                         ("ruled_out", "Ruled out")):
+    for key, heading in (
+        ("consistent", "Also consistent with the evidence"),
+        ("ruled_out", "Ruled out"),
+    ):
         if not d.get(key):
             continue
         out += ["", f"## {heading}", ""]
         for a in d[key]:
             sure = f" ({a['confidence']})" if a.get("confidence") else ""
-            out.append(f"- `{a['id']}`{sure}: {md_text(a['title'])}: {md_text(a['because'])}"
-                       + (f" ({md_code(a['condition'])})" if a.get("condition") else ""))
+            out.append(
+                f"- `{a['id']}`{sure}: {md_text(a['title'])}: {md_text(a['because'])}"
+                + (f" ({md_code(a['condition'])})" if a.get("condition") else "")
+            )
             out += [f"  - {_cell(_ref_line(r))}" for r in a.get("evidence", [])[:3]]
     return out
 

@@ -52,8 +52,11 @@ class NotesStore:
         except (OSError, ValueError):
             return []
         items = data.get("notes", []) if isinstance(data, dict) else []
-        return [Note(float(n.get("time", 0)), str(n.get("text", "")), str(n.get("step", "")))
-                for n in items if isinstance(n, dict)]
+        return [
+            Note(float(n.get("time", 0)), str(n.get("text", "")), str(n.get("step", "")))
+            for n in items
+            if isinstance(n, dict)
+        ]
 
     @property
     def notes(self) -> tuple[Note, ...]:

@@ -10,14 +10,30 @@ from gputriage.playbook.transcript import Transcript
 from gputriage.report.notes import Note
 
 
-def render(fmt: str, session: str, context: str, evidence: EvidenceSet, facts: FactSet,
-           transcript: Transcript, notes: Sequence[Note], *, confirmed: bool = False) -> str:
+def render(
+    fmt: str,
+    session: str,
+    context: str,
+    evidence: EvidenceSet,
+    facts: FactSet,
+    transcript: Transcript,
+    notes: Sequence[Note],
+    *,
+    confirmed: bool = False,
+) -> str:
     """The summary in ``fmt`` ("md", "text" or "json"); shared by headless mode and the TUI
     export."""
     from gputriage.report.summary import build_summary
 
-    summary = build_summary(session=session, context=context, evidence=evidence, facts=facts,
-                            transcript=transcript, notes=notes, confirmed=confirmed)
+    summary = build_summary(
+        session=session,
+        context=context,
+        evidence=evidence,
+        facts=facts,
+        transcript=transcript,
+        notes=notes,
+        confirmed=confirmed,
+    )
     # Each renderer is imported only when asked for (a fresh headless run pays for one).
     if fmt == "json":
         from gputriage.report.json import render_json

@@ -24,8 +24,15 @@ from gputriage.report.notes import Note
 from gputriage.textsafe import clean_obj
 
 #: Fact groups whose list entries carry timestamps worth putting on the timeline.
-TIMELINE_GROUPS: tuple[str, ...] = ("events", "owner_events", "node", "kubelet", "kernel",
-                                    "device_plugin", "container_log")
+TIMELINE_GROUPS: tuple[str, ...] = (
+    "events",
+    "owner_events",
+    "node",
+    "kubelet",
+    "kernel",
+    "device_plugin",
+    "container_log",
+)
 _TIME_KEYS = ("timestamp", "time", "last", "first", "ts", "last_timestamp")
 _TEXT_KEYS = ("message", "text", "reason", "mnemonic")
 MAX_TIMELINE = 200
@@ -86,9 +93,15 @@ def build_summary(
         "notes": [{"time": n.iso, "step": n.step, "text": n.text} for n in notes],
         "timeline": timeline(facts, evidence),
         "sources": [
-            {"key": k.value, "what": DESCRIPTIONS[k], "status": e.status.value,
-             "detail": e.detail, "source": e.source}
-            for k in Key if (e := evidence.get_or_missing(k))
+            {
+                "key": k.value,
+                "what": DESCRIPTIONS[k],
+                "status": e.status.value,
+                "detail": e.detail,
+                "source": e.source,
+            }
+            for k in Key
+            if (e := evidence.get_or_missing(k))
         ],
         "excerpts": excerpts(transcript),
         "warnings": list(transcript.warnings),
@@ -107,8 +120,13 @@ def _verdict(tr: Transcript) -> dict[str, Any]:
         return {"status": "undetermined", "headline": "the walk reached no conclusion"}
     first = tr.findings[0]
     status = "undetermined" if tr.undetermined else "finding"
-    return {"status": status, "headline": first.title, "finding": first.id,
-            "severity": first.severity, "confidence": tr.confidence}
+    return {
+        "status": status,
+        "headline": first.title,
+        "finding": first.id,
+        "severity": first.severity,
+        "confidence": tr.confidence,
+    }
 
 
 def evidence_label(session: str) -> str:
@@ -155,15 +173,29 @@ def gpus_involved(facts: FactSet, tr: Transcript) -> list[dict[str, Any]]:
         key = _pci_key(pci)
         if not key:
             return None
-        return by_pci.setdefault(key, {"pci": key, "uuid": "", "serial": "", "name": "",
-                                       "index": "", "xids": [], "lost": False,
-                                       "unhealthy": ""})
+        return by_pci.setdefault(
+            key,
+            {
+                "pci": key,
+                "uuid": "",
+                "serial": "",
+                "name": "",
+                "index": "",
+                "xids": [],
+                "lost": False,
+                "unhealthy": "",
+            },
+        )
 
     for g in _dicts(gpus.get("gpus")):
         entry = slot(g.get("pci"))
         if entry is not None:
-            entry.update(uuid=str(g.get("uuid") or ""), name=str(g.get("name") or ""),
-                         serial=str(g.get("serial") or ""), index=str(g.get("index", "")))
+            entry.update(
+                uuid=str(g.get("uuid") or ""),
+                name=str(g.get("name") or ""),
+                serial=str(g.get("serial") or ""),
+                index=str(g.get("index", "")),
+            )
     for ident in _dicts(kernel.get("gpu_identities")):
         entry = slot(ident.get("pci"))
         if entry is not None:
@@ -180,9 +212,14 @@ def gpus_involved(facts: FactSet, tr: Transcript) -> list[dict[str, Any]]:
             continue
         line = x.get("line")
         ref = lines.get(line) if isinstance(line, int) else None
-        entry["xids"].append({"code": x.get("code"), "time": str(x.get("time") or ""),
-                              "line": ref.text if ref else str(x.get("message") or ""),
-                              "source": f"{ref.source}:{ref.line}" if ref else ""})
+        entry["xids"].append(
+            {
+                "code": x.get("code"),
+                "time": str(x.get("time") or ""),
+                "line": ref.text if ref else str(x.get("message") or ""),
+                "source": f"{ref.source}:{ref.line}" if ref else "",
+            }
+        )
     uuids = {e["uuid"]: e for e in by_pci.values() if e["uuid"]}
     for d in _dicts(plugin.get("unhealthy_devices")):
         entry = uuids.get(str(d.get("uuid") or ""))
@@ -215,9 +252,15 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
 
 def _visit(v: Visit) -> dict[str, Any]:
     return {
-        "id": v.ref, "title": v.prompt, "outcome": v.outcome.value, "target": v.target,
-        "because": v.because, "condition": v.condition, "proposed": v.proposed,
-        "overridden": bool(v.proposed), "unknown_facts": list(v.unknown_facts),
+        "id": v.ref,
+        "title": v.prompt,
+        "outcome": v.outcome.value,
+        "target": v.target,
+        "because": v.because,
+        "condition": v.condition,
+        "proposed": v.proposed,
+        "overridden": bool(v.proposed),
+        "unknown_facts": list(v.unknown_facts),
         "citations": [c.to_dict() for c in v.citations],
     }
 
@@ -226,8 +269,11 @@ def _question(tr: Transcript) -> dict[str, Any] | None:
     q = tr.question
     if q is None:
         return None
-    return {"ref": q.ref, "prompt": q.prompt,
-            "choices": [{"value": c.value, "label": c.label} for c in q.choices]}
+    return {
+        "ref": q.ref,
+        "prompt": q.prompt,
+        "choices": [{"value": c.value, "label": c.label} for c in q.choices],
+    }
 
 
 def excerpts(tr: Transcript) -> list[dict[str, Any]]:
@@ -241,9 +287,14 @@ def excerpts(tr: Transcript) -> list[dict[str, Any]]:
     for source, lines in by_source.items():
         ordered = sorted(lines.values(), key=lambda r: (r.line, r.text))
         kept = ordered[:MAX_EXCERPT_LINES]
-        out.append({"source": source, "key": kept[0].key,
-                    "lines": [{"line": r.line, "text": r.text} for r in kept],
-                    "more": len(ordered) - len(kept)})
+        out.append(
+            {
+                "source": source,
+                "key": kept[0].key,
+                "lines": [{"line": r.line, "text": r.text} for r in kept],
+                "more": len(ordered) - len(kept),
+            }
+        )
     return out
 
 
@@ -261,8 +312,10 @@ def timeline(facts: FactSet, evidence: EvidenceSet | None = None) -> list[dict[s
         if group is None or not group.known:
             continue
         for item in _dict_items(group.values.values()):
-            stamp = next((t for k in _TIME_KEYS if k in item
-                          if (t := _parse_time(item[k])) is not None), None)
+            stamp = next(
+                (t for k in _TIME_KEYS if k in item if (t := _parse_time(item[k])) is not None),
+                None,
+            )
             if stamp is None:
                 continue
             when, zoned = stamp
@@ -279,10 +332,14 @@ def timeline(facts: FactSet, evidence: EvidenceSet | None = None) -> list[dict[s
         row = (when.isoformat(), source, text)
         if row not in seen:
             seen.add(row)
-            out.append({"time": when.strftime("%Y-%m-%dT%H:%M:%SZ" if zoned
-                                              else "%Y-%m-%dT%H:%M:%S"),
-                        "zone": "UTC" if zoned else LOCAL_ZONE, "source": source,
-                        "text": text})
+            out.append(
+                {
+                    "time": when.strftime("%Y-%m-%dT%H:%M:%SZ" if zoned else "%Y-%m-%dT%H:%M:%S"),
+                    "zone": "UTC" if zoned else LOCAL_ZONE,
+                    "source": source,
+                    "text": text,
+                }
+            )
     return out[-MAX_TIMELINE:]
 
 
@@ -297,19 +354,20 @@ def container_moments(evidence: EvidenceSet) -> list[tuple[str, str]]:
     data: Any = pod.data if pod.ok else None
     status = data.get("status") if isinstance(data, dict) else None
     out: list[tuple[str, str]] = []
-    for cs in _dicts((status or {}).get("containerStatuses") if isinstance(status, dict)
-                     else None):
+    for cs in _dicts((status or {}).get("containerStatuses") if isinstance(status, dict) else None):
         name = str(cs.get("name") or "")
         for which in ("state", "lastState"):
-            term = (cs.get(which) or {}).get("terminated") if isinstance(cs.get(which),
-                                                                         dict) else None
+            term = (
+                (cs.get(which) or {}).get("terminated") if isinstance(cs.get(which), dict) else None
+            )
             if not isinstance(term, dict):
                 continue
             reason = str(term.get("reason") or "terminated")
             code = term.get("exitCode")
             if term.get("finishedAt"):
-                out.append((str(term["finishedAt"]),
-                            f"container {name} ended: {reason}, exit code {code}"))
+                out.append(
+                    (str(term["finishedAt"]), f"container {name} ended: {reason}, exit code {code}")
+                )
     return out
 
 

@@ -16,9 +16,14 @@ from pathlib import Path
 
 from gputriage.errors import GputriageError
 
-_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a pipe"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def _kind(mode: int) -> str:
@@ -41,8 +46,11 @@ def refuse_non_regular(target: Path) -> None:
             what += f" to {_kind(os.stat(target).st_mode)}"
         except OSError:
             what += " (dangling)"
-    raise GputriageError(f"will not write {target}: it is {what}, and only regular files are "
-                         "written; use -o - to write to stdout", title="cannot write")
+    raise GputriageError(
+        f"will not write {target}: it is {what}, and only regular files are "
+        "written; use -o - to write to stdout",
+        title="cannot write",
+    )
 
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> Path:

@@ -43,9 +43,14 @@ PLUGINS = "device-plugin pods"
 class Lister(Protocol):
     """GETs that answer a :class:`Reply` and never raise (``KubeClient`` has this shape)."""
 
-    def get(self, path: str, query: Mapping[str, object] | None = None, *,
-            max_bytes: int = 0, timeout: float = 0.0) -> Reply:
-        ...
+    def get(
+        self,
+        path: str,
+        query: Mapping[str, object] | None = None,
+        *,
+        max_bytes: int = 0,
+        timeout: float = 0.0,
+    ) -> Reply: ...
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,14 @@ class Listing:
     pages: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "request": self.shown, "status": self.status.value,
-                "detail": self.detail, "items": self.items, "pages": self.pages}
+        return {
+            "what": self.what,
+            "request": self.shown,
+            "status": self.status.value,
+            "detail": self.detail,
+            "items": self.items,
+            "pages": self.pages,
+        }
 
 
 @dataclass(frozen=True)
@@ -105,8 +116,13 @@ class ListFailed(Exception):
         self.reply = reply
 
 
-def list_pages(client: Lister, path: str, query: Mapping[str, object] | None = None, *,
-               page_size: int = PAGE_SIZE) -> Iterator[list[Any]]:
+def list_pages(
+    client: Lister,
+    path: str,
+    query: Mapping[str, object] | None = None,
+    *,
+    page_size: int = PAGE_SIZE,
+) -> Iterator[list[Any]]:
     """The items of a list, one page at a time. Raises :class:`ListFailed` for an answer
     that is not a list. An expired ``continue`` token (410) continues from the token the API
     offers for an inconsistent continuation, else restarts the list once."""
@@ -118,9 +134,18 @@ def list_pages(client: Lister, path: str, query: Mapping[str, object] | None = N
         if token:
             page["continue"] = token
         if pages >= MAX_PAGES:  # a server whose continue token never ends
-            raise ListFailed(Reply(0, b"", _shown(path, query or {}), (
-                f"the list did not end after {pages:,} pages of {page_size} (the API server "
-                "keeps answering with a continue token): not read further"), truncated=True))
+            raise ListFailed(
+                Reply(
+                    0,
+                    b"",
+                    _shown(path, query or {}),
+                    (
+                        f"the list did not end after {pages:,} pages of {page_size} "
+                        "(the API server keeps answering with a continue token): not read further"
+                    ),
+                    truncated=True,
+                )
+            )
         pages += 1
         reply = client.get(path, page)
         if reply.status == 410 and token:
@@ -135,8 +160,11 @@ def list_pages(client: Lister, path: str, query: Mapping[str, object] | None = N
         if items is None and isinstance(data, dict) and "items" in data:
             items = []
         if not isinstance(items, list):
-            raise ListFailed(replace(reply, status=502,
-                                     body=b"the API answered with something that is not a list"))
+            raise ListFailed(
+                replace(
+                    reply, status=502, body=b"the API answered with something that is not a list"
+                )
+            )
         del reply  # the page's bytes go before the next request
         yield items
         token = str((data.get("metadata") or {}).get("continue") or "")
@@ -153,9 +181,16 @@ def _shown(path: str, query: Mapping[str, object]) -> str:
 _Message = tuple[str, int, list[Any], Listing | None]
 
 
-def _lister(client: Lister, what: str, path: str, query: Mapping[str, object],
-            convert: Callable[[Any], Any], page_size: int, out: queue.Queue[_Message],
-            stop: threading.Event) -> None:
+def _lister(
+    client: Lister,
+    what: str,
+    path: str,
+    query: Mapping[str, object],
+    convert: Callable[[Any], Any],
+    page_size: int,
+    out: queue.Queue[_Message],
+    stop: threading.Event,
+) -> None:
     items = pages = 0
     shown = _shown(path, query)
 
@@ -175,14 +210,33 @@ def _lister(client: Lister, what: str, path: str, query: Mapping[str, object],
             pages += 1
             if not put((what, len(page), records, None)):
                 return
-        put((what, 0, [], Listing(what, shown, Status.OK, f"{items} items in {pages} pages",
-                                  items, pages)))
+        put(
+            (
+                what,
+                0,
+                [],
+                Listing(what, shown, Status.OK, f"{items} items in {pages} pages", items, pages),
+            )
+        )
     except ListFailed as exc:
         status, detail = failure_status(replace(exc.reply, shown=shown))
         put((what, 0, [], Listing(what, shown, status, detail, items, pages)))
     except Exception as exc:  # a bug must end the list, not hang the scan
-        put((what, 0, [], Listing(what, shown, Status.ERROR,
-                                  f"internal error: {type(exc).__name__}: {exc}", items, pages)))
+        put(
+            (
+                what,
+                0,
+                [],
+                Listing(
+                    what,
+                    shown,
+                    Status.ERROR,
+                    f"internal error: {type(exc).__name__}: {exc}",
+                    items,
+                    pages,
+                ),
+            )
+        )
 
 
 def plugin_selectors() -> list[str]:
@@ -193,8 +247,9 @@ def plugin_selectors() -> list[str]:
     return [f"{key} in ({','.join(values)})" for key, values in by_key.items()]
 
 
-def scan(client: Lister, scope: Scope, *, now: float | None = None,
-         fleet: Fleet | None = None) -> Generator[Update, None, None]:
+def scan(
+    client: Lister, scope: Scope, *, now: float | None = None, fleet: Fleet | None = None
+) -> Generator[Update, None, None]:
     """Run a scan, yielding an :class:`Update` per page and a last one with ``done``.
 
     ``fleet`` (made when not given) holds the result: rows, GPU node records, inventories.
@@ -212,12 +267,19 @@ def scan(client: Lister, scope: Scope, *, now: float | None = None,
         (PODS, scope.pods_path, pod_query, pod_info),
     ]
     if not scope.every_pod:
-        jobs += [(f"{PLUGINS} ({selector})", "/api/v1/pods", {"labelSelector": selector},
-                  _plugin_only) for selector in plugin_selectors()]
-    threads = [threading.Thread(target=_lister, name=f"gputriage-scan-{i}", daemon=True,
-                                args=(client, what, path, query, convert, scope.page_size,
-                                      out, stop))
-               for i, (what, path, query, convert) in enumerate(jobs)]
+        jobs += [
+            (f"{PLUGINS} ({selector})", "/api/v1/pods", {"labelSelector": selector}, _plugin_only)
+            for selector in plugin_selectors()
+        ]
+    threads = [
+        threading.Thread(
+            target=_lister,
+            name=f"gputriage-scan-{i}",
+            daemon=True,
+            args=(client, what, path, query, convert, scope.page_size, out, stop),
+        )
+        for i, (what, path, query, convert) in enumerate(jobs)
+    ]
     for t in threads:
         t.start()
     listings: list[Listing] = []
@@ -226,8 +288,7 @@ def scan(client: Lister, scope: Scope, *, now: float | None = None,
             what, seen, records, ended = out.get()
             if ended is not None:
                 listings.append(ended)
-                yield Update(listing=ended, nodes_seen=fleet.nodes_seen,
-                             pods_seen=fleet.pods_seen)
+                yield Update(listing=ended, nodes_seen=fleet.nodes_seen, pods_seen=fleet.pods_seen)
                 continue
             if what == NODES:
                 rows = fleet.add_nodes(seen, records)
@@ -239,12 +300,18 @@ def scan(client: Lister, scope: Scope, *, now: float | None = None,
                 rows = []
             yield Update(tuple(rows), nodes_seen=fleet.nodes_seen, pods_seen=fleet.pods_seen)
         plugin_lists = [ls for ls in listings if ls.what.startswith(PLUGINS)] or [
-            ls for ls in listings if ls.what == PODS]
+            ls for ls in listings if ls.what == PODS
+        ]
         nodes_ok = any(ls.what == NODES and ls.status is Status.OK for ls in listings)
         plugins_ok = all(ls.status is Status.OK for ls in plugin_lists)
         final = fleet.finish(plugins_listed=nodes_ok and plugins_ok)
-        yield Update(tuple(final), done=True, nodes_seen=fleet.nodes_seen,
-                     pods_seen=fleet.pods_seen, listings=tuple(listings))
+        yield Update(
+            tuple(final),
+            done=True,
+            nodes_seen=fleet.nodes_seen,
+            pods_seen=fleet.pods_seen,
+            listings=tuple(listings),
+        )
     finally:
         stop.set()
 
@@ -252,4 +319,3 @@ def scan(client: Lister, scope: Scope, *, now: float | None = None,
 def _plugin_only(obj: Any) -> PodInfo | None:
     info = pod_info(obj)
     return info if info is not None and info.plugin else None
-

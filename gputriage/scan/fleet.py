@@ -109,8 +109,10 @@ class Fleet:
 
     def sorted_rows(self) -> list[Row]:
         """Nodes first (a bad node explains its pods), then pods; most telling trouble first."""
-        return sorted(self.rows.values(), key=lambda r: (r.kind != NODE, RANK[r.troubles[0]],
-                                                         r.namespace, r.name))
+        return sorted(
+            self.rows.values(),
+            key=lambda r: (r.kind != NODE, RANK[r.troubles[0]], r.namespace, r.name),
+        )
 
     def inventory(self, node: str) -> dict[str, Any] | None:
         """The GPU inventory of ``node`` as listed (None when it is not a GPU node seen)."""
@@ -129,14 +131,27 @@ class Fleet:
             for into, source in ((capacity, node.capacity), (allocatable, node.allocatable)):
                 for resource, n in source.items():
                     into[resource] = into.get(resource, 0) + n
-        return {"nodes_listed": self.nodes_seen, "gpu_nodes": len(self.nodes),
-                "pods_listed": self.pods_seen, "gpu_pods": self.gpu_pods,
-                "gpu_capacity": dict(sorted(capacity.items())),
-                "gpu_allocatable": dict(sorted(allocatable.items())),
-                "pods_in_trouble": sum(1 for r in self.rows.values() if r.kind != NODE),
-                "nodes_in_trouble": sum(1 for r in self.rows.values() if r.kind == NODE)}
+        return {
+            "nodes_listed": self.nodes_seen,
+            "gpu_nodes": len(self.nodes),
+            "pods_listed": self.pods_seen,
+            "gpu_pods": self.gpu_pods,
+            "gpu_capacity": dict(sorted(capacity.items())),
+            "gpu_allocatable": dict(sorted(allocatable.items())),
+            "pods_in_trouble": sum(1 for r in self.rows.values() if r.kind != NODE),
+            "nodes_in_trouble": sum(1 for r in self.rows.values() if r.kind == NODE),
+        }
 
 
 def _with_resources(row: Row, node: NodeInfo) -> Row:
-    return Row(row.kind, row.namespace, row.name, row.node, row.troubles, row.reason, row.since,
-               gpu_capacity=dict(node.capacity), gpu_allocatable=dict(node.allocatable))
+    return Row(
+        row.kind,
+        row.namespace,
+        row.name,
+        row.node,
+        row.troubles,
+        row.reason,
+        row.since,
+        gpu_capacity=dict(node.capacity),
+        gpu_allocatable=dict(node.allocatable),
+    )

@@ -31,8 +31,12 @@ class Holder:
     gpu: Mapping[str, int]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "name": self.name, "phase": self.phase,
-                "gpus": dict(self.gpu)}
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "phase": self.phase,
+            "gpus": dict(self.gpu),
+        }
 
 
 def holder_of(pod: PodInfo) -> Holder | None:
@@ -42,8 +46,9 @@ def holder_of(pod: PodInfo) -> Holder | None:
     return Holder(pod.namespace, pod.name, pod.phase, pod.gpu)
 
 
-def node_inventory(node: NodeInfo, holders: Iterable[Holder] | None = None,
-                   gpus: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def node_inventory(
+    node: NodeInfo, holders: Iterable[Holder] | None = None, gpus: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The inventory of ``node``. ``holders=None``: the node's pods were not listed (requested
     and free are then null). ``gpus``: the known ``gpus`` fact group's values, if any."""
     labels = node.labels
@@ -56,8 +61,11 @@ def node_inventory(node: NodeInfo, holders: Iterable[Holder] | None = None,
             for resource, n in h.gpu.items():
                 requested[resource] = requested.get(resource, 0) + n
         free = {r: n - requested.get(r, 0) for r, n in sorted(node.allocatable.items())}
-    profiles = {r.removeprefix("nvidia.com/"): n for r, n in sorted(node.capacity.items())
-                if is_mig_resource(r)}
+    profiles = {
+        r.removeprefix("nvidia.com/"): n
+        for r, n in sorted(node.capacity.items())
+        if is_mig_resource(r)
+    }
     for profile, n in node.mig_labels.items():
         profiles.setdefault(profile, n)
     smi = _per_gpu(gpus)
@@ -105,37 +113,55 @@ def _per_gpu(gpus: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     for g in gpus.get("gpus") or []:
         if not isinstance(g, Mapping):
             continue
-        out.append({
-            "index": g.get("index", -1), "pci": g.get("pci", ""), "uuid": g.get("uuid", ""),
-            "name": g.get("name", ""), "memory_total_mib": g.get("memory_total_mib", -1),
-            "memory_used_mib": g.get("memory_used_mib", -1),
-            "mig_enabled": bool(g.get("mig_enabled")),
-            "mig_devices": [d.get("profile", "") for d in g.get("mig_devices") or []
-                            if isinstance(d, Mapping)],
-            "processes": [{"pid": p.get("pid", -1), "name": p.get("name", ""),
-                           "used_memory_mib": p.get("used_memory_mib", -1)}
-                          for p in g.get("processes") or [] if isinstance(p, Mapping)],
-        })
+        out.append(
+            {
+                "index": g.get("index", -1),
+                "pci": g.get("pci", ""),
+                "uuid": g.get("uuid", ""),
+                "name": g.get("name", ""),
+                "memory_total_mib": g.get("memory_total_mib", -1),
+                "memory_used_mib": g.get("memory_used_mib", -1),
+                "mig_enabled": bool(g.get("mig_enabled")),
+                "mig_devices": [
+                    d.get("profile", "")
+                    for d in g.get("mig_devices") or []
+                    if isinstance(d, Mapping)
+                ],
+                "processes": [
+                    {
+                        "pid": p.get("pid", -1),
+                        "name": p.get("name", ""),
+                        "used_memory_mib": p.get("used_memory_mib", -1),
+                    }
+                    for p in g.get("processes") or []
+                    if isinstance(p, Mapping)
+                ],
+            }
+        )
     return out
 
 
 def inventory_lines(inv: Mapping[str, Any]) -> list[str]:
     """The inventory as a few lines of words, for the TUI panel and Markdown."""
     mem = f", {inv['memory_mib'] // 1024} GiB" if inv.get("memory_mib", 0) >= 1024 else ""
-    lines = [f"{inv['node']}: {inv['product'] or 'unknown GPU model'}{mem}; "
-             f"label count {inv['count_label'] or '-'}, advertised {inv['advertised_gpus']}"]
-    res = ", ".join(f"{r} {inv['allocatable'].get(r, 0)}/{n}"
-                    for r, n in inv["capacity"].items())
+    lines = [
+        f"{inv['node']}: {inv['product'] or 'unknown GPU model'}{mem}; "
+        f"label count {inv['count_label'] or '-'}, advertised {inv['advertised_gpus']}"
+    ]
+    res = ", ".join(f"{r} {inv['allocatable'].get(r, 0)}/{n}" for r, n in inv["capacity"].items())
     lines.append(f"allocatable/capacity: {res or 'no GPU resource'}")
     mig = inv["mig"]
     if mig["profiles"] or mig["config"] or mig["strategy"] == "mixed":
         profiles = ", ".join(f"{p}={n}" for p, n in mig["profiles"].items()) or "none"
-        lines.append(f"MIG: strategy {mig['strategy'] or '-'}, config {mig['config'] or '-'} "
-                     f"({mig['config_state'] or '-'}), profiles {profiles}")
+        lines.append(
+            f"MIG: strategy {mig['strategy'] or '-'}, config {mig['config'] or '-'} "
+            f"({mig['config_state'] or '-'}), profiles {profiles}"
+        )
     sharing = inv["sharing"]
     if sharing["strategy"] or sharing["replicas"] > 1:
-        lines.append(f"sharing: {sharing['strategy'] or '-'}, {sharing['replicas']} replicas "
-                     "per GPU")
+        lines.append(
+            f"sharing: {sharing['strategy'] or '-'}, {sharing['replicas']} replicas per GPU"
+        )
     if inv["requested"] is None:
         lines.append("pods holding GPUs: not listed (scan with -A to count them)")
     else:
@@ -149,10 +175,18 @@ def inventory_lines(inv: Mapping[str, Any]) -> list[str]:
     if inv["gpus_status"] and inv["gpus_status"] != "ok":
         lines.append(f"nvidia-smi: {inv['gpus_status']}: {inv['gpus_message'] or '-'}")
     for g in inv["gpus"]:
-        used = (f"{g['memory_used_mib']}/{g['memory_total_mib']} MiB"
-                if g["memory_total_mib"] >= 0 else "memory ?")
-        procs = ", ".join(f"{p['name'] or '?'} (pid {p['pid']}, {p['used_memory_mib']} MiB)"
-                          for p in g["processes"]) or "no processes"
+        used = (
+            f"{g['memory_used_mib']}/{g['memory_total_mib']} MiB"
+            if g["memory_total_mib"] >= 0
+            else "memory ?"
+        )
+        procs = (
+            ", ".join(
+                f"{p['name'] or '?'} (pid {p['pid']}, {p['used_memory_mib']} MiB)"
+                for p in g["processes"]
+            )
+            or "no processes"
+        )
         mig_note = f", MIG {'/'.join(g['mig_devices'])}" if g["mig_enabled"] else ""
         lines.append(f"GPU {g['index']} {g['pci']} {g['name']}: {used}{mig_note}; {procs}")
     return lines

@@ -117,12 +117,19 @@ class Row:
     def to_dict(self, now: float) -> dict[str, Any]:
         """Plain data with stable keys (the ``--report json`` row)."""
         return {
-            "kind": self.kind, "namespace": self.namespace, "name": self.name,
-            "node": self.node, "family": self.family.value,
-            "troubles": [t.value for t in self.troubles], "reason": self.reason,
-            "since": self.since, "age_s": self.age_s(now),
-            "gpu_request": dict(self.gpu_request), "gpu_capacity": dict(self.gpu_capacity),
-            "gpu_allocatable": dict(self.gpu_allocatable), "triage": self.triage_command,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "node": self.node,
+            "family": self.family.value,
+            "troubles": [t.value for t in self.troubles],
+            "reason": self.reason,
+            "since": self.since,
+            "age_s": self.age_s(now),
+            "gpu_request": dict(self.gpu_request),
+            "gpu_capacity": dict(self.gpu_capacity),
+            "gpu_allocatable": dict(self.gpu_allocatable),
+            "triage": self.triage_command,
         }
 
 
@@ -133,9 +140,18 @@ def merge(row: Row, more: Row) -> Row:
         return row
     reasons = [r for r in (row.reason, more.reason) if r]
     since = min((s for s in (row.since, more.since) if s), default="")
-    return Row(row.kind, row.namespace, row.name, row.node, troubles, "; ".join(reasons),
-               since, row.gpu_request or more.gpu_request, row.gpu_capacity or more.gpu_capacity,
-               row.gpu_allocatable or more.gpu_allocatable)
+    return Row(
+        row.kind,
+        row.namespace,
+        row.name,
+        row.node,
+        troubles,
+        "; ".join(reasons),
+        since,
+        row.gpu_request or more.gpu_request,
+        row.gpu_capacity or more.gpu_capacity,
+        row.gpu_allocatable or more.gpu_allocatable,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

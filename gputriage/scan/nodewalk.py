@@ -51,16 +51,16 @@ def node_facts(evidence: EvidenceSet) -> FactSet:
     from gputriage.facts.model import Target
 
     facts = build_facts(evidence)
-    return replace(facts, target=Target(node=node_name(evidence))) if not facts.target.pod \
-        else facts
+    return (
+        replace(facts, target=Target(node=node_name(evidence))) if not facts.target.pod else facts
+    )
 
 
 def blamed_node(facts: FactSet | None, transcript: Transcript | None) -> str:
     """The node a pod walk's finding blames (``lost.*``/``node.*``), else ``""``."""
     if facts is None or transcript is None or not facts.target.pod:
         return ""
-    if any(f.id.startswith(NODE_FAMILIES) and not f.undetermined
-           for f in transcript.findings):
+    if any(f.id.startswith(NODE_FAMILIES) and not f.undetermined for f in transcript.findings):
         return facts.target.node
     return ""
 
@@ -79,8 +79,11 @@ def node_inventory_of(evidence: EvidenceSet, facts: FactSet) -> dict[str, Any] |
     holders = None
     if pods_ev.ok:
         pods = [pod_info(p) for p in items(pods_ev)]
-        holders = [h for p in pods if p is not None and p.node == info.name
-                   and (h := holder_of(p)) is not None]
+        holders = [
+            h
+            for p in pods
+            if p is not None and p.node == info.name and (h := holder_of(p)) is not None
+        ]
     gpus = facts.groups.get("gpus")
     return node_inventory(info, holders, gpus.values if gpus is not None and gpus.known else None)
 
@@ -93,21 +96,31 @@ def read_node_bundle(path: str | os.PathLike[str]) -> EvidenceSet:
     """Read the node keys of a bundle directory; ``node.json`` (or ``node.yaml``) is required."""
     root = Path(path)
     if not root.is_dir():
-        raise GputriageError(f"{root} is not a directory. A node bundle is a directory holding "
-                             "at least node.json (kubectl get node N -o json).",
-                             title="bundle not found")
+        raise GputriageError(
+            f"{root} is not a directory. A node bundle is a directory holding "
+            "at least node.json (kubectl get node N -o json).",
+            title="bundle not found",
+        )
     items = []
     for key in NODE_WALK_KEYS:
         found = next((root / n for n in BUNDLE_FILES[key] if (root / n).is_file()), None)
-        items.append(read_file(key, found, source=f"{root.name}/{found.name}") if found else
-                     Evidence.missing(key, f"{BUNDLE_FILES[key][0]} is not in the bundle "
-                                           f"({DESCRIPTIONS[key]} was not collected)",
-                                      f"{root.name}/{BUNDLE_FILES[key][0]}"))
+        items.append(
+            read_file(key, found, source=f"{root.name}/{found.name}")
+            if found
+            else Evidence.missing(
+                key,
+                f"{BUNDLE_FILES[key][0]} is not in the bundle "
+                f"({DESCRIPTIONS[key]} was not collected)",
+                f"{root.name}/{BUNDLE_FILES[key][0]}",
+            )
+        )
     evidence = EvidenceSet(items)
     if evidence[Key.NODE].status is Status.UNAVAILABLE:
-        raise GputriageError(f"{root} holds no node.json or node.yaml. Add the output of "
-                             "`kubectl get node NODE -o json > node.json`.",
-                             title="bundle has no node")
+        raise GputriageError(
+            f"{root} holds no node.json or node.yaml. Add the output of "
+            "`kubectl get node NODE -o json > node.json`.",
+            title="bundle has no node",
+        )
     return evidence
 
 
@@ -138,8 +151,9 @@ class NodeBundleSession:
             evidence = read_node_bundle(self.path)
             found = node_name(evidence)
             if self.node and found and found != self.node:
-                raise GputriageError(f"{self.path} holds node {found}, not {self.node}",
-                                     title="wrong node")
+                raise GputriageError(
+                    f"{self.path} holds node {found}, not {self.node}", title="wrong node"
+                )
             self._evidence = evidence
         return self._evidence
 

@@ -24,8 +24,14 @@ from gputriage.scan.model import NODE, short_age
 from gputriage.textsafe import clean_obj, md_cell, md_code
 
 
-def build_report(fleet: Fleet, listings: Sequence[Listing], scope: Scope, *, context: str,
-                 now: float | None = None) -> dict[str, Any]:
+def build_report(
+    fleet: Fleet,
+    listings: Sequence[Listing],
+    scope: Scope,
+    *,
+    context: str,
+    now: float | None = None,
+) -> dict[str, Any]:
     """The scan result as JSON-ready data."""
     now = fleet.now if now is None else now
     rows = fleet.sorted_rows()
@@ -35,8 +41,12 @@ def build_report(fleet: Fleet, listings: Sequence[Listing], scope: Scope, *, con
         "tool": {"name": "gputriage", "version": __version__},
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
         "context": context,
-        "scope": {"namespace": scope.namespace, "all_namespaces": not scope.namespace,
-                  "selector": scope.selector, "stuck_after_s": scope.stuck_after},
+        "scope": {
+            "namespace": scope.namespace,
+            "all_namespaces": not scope.namespace,
+            "selector": scope.selector,
+            "stuck_after_s": scope.stuck_after,
+        },
         "complete": all(ls.status is Status.OK for ls in listings),
         "summary": fleet.summary(),
         "listings": [ls.to_dict() for ls in listings],
@@ -60,11 +70,14 @@ def render_markdown(report: dict[str, Any]) -> str:
     where = f"namespace {_cell(scope['namespace'])}" if scope["namespace"] else "all namespaces"
     if scope["selector"]:
         where += f", pods matching {_cell(scope['selector'])}"
-    out = [f"# GPU scan: {_cell(report['context'] or 'cluster')} ({where})", "",
-           f"{s['pods_in_trouble']} GPU pods and {s['nodes_in_trouble']} GPU nodes in trouble; "
-           f"{s['gpu_pods']} GPU pods among {s['pods_listed']} pods listed, {s['gpu_nodes']} "
-           f"GPU nodes among {s['nodes_listed']} nodes. Generated {report['generated_at']}.",
-           ""]
+    out = [
+        f"# GPU scan: {_cell(report['context'] or 'cluster')} ({where})",
+        "",
+        f"{s['pods_in_trouble']} GPU pods and {s['nodes_in_trouble']} GPU nodes in trouble; "
+        f"{s['gpu_pods']} GPU pods among {s['pods_listed']} pods listed, {s['gpu_nodes']} "
+        f"GPU nodes among {s['nodes_listed']} nodes. Generated {report['generated_at']}.",
+        "",
+    ]
     failed = [ls for ls in report["listings"] if ls["status"] != Status.OK.value]
     if failed:
         out += ["**Incomplete:** some lists could not be read:", ""]
@@ -74,17 +87,19 @@ def render_markdown(report: dict[str, Any]) -> str:
     if not report["troubles"]:
         out.append("No GPU pod or GPU node in trouble.")
     else:
-        out += ["| kind | name | family | troubles | age | reason | triage |",
-                "|---|---|---|---|---|---|---|"]
+        out += [
+            "| kind | name | family | troubles | age | reason | triage |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in report["troubles"]:
             name = r["name"] if r["kind"] == NODE else f"{r['namespace']}/{r['name']}"
-            out.append(f"| {r['kind']} | {_cell(name)} | {r['family']} | "
-                       f"{', '.join(r['troubles'])} | {short_age(r['age_s'])} | "
-                       f"{_cell(r['reason'])} | {md_code(r['triage'])} |")
+            out.append(
+                f"| {r['kind']} | {_cell(name)} | {r['family']} | "
+                f"{', '.join(r['troubles'])} | {short_age(r['age_s'])} | "
+                f"{_cell(r['reason'])} | {md_code(r['triage'])} |"
+            )
     if report["inventory"]:
         out += ["", "## GPU inventory of the nodes involved", ""]
         for inv in report["inventory"]:
             out += [fence(inventory_lines(inv)), ""]
     return "\n".join(out).rstrip() + "\n"
-
-

@@ -35,8 +35,7 @@ def _root() -> Path:
 
 
 def _names() -> list[str]:
-    return sorted(p.name for p in _root().iterdir()
-                  if p.is_dir() and (p / SCENARIO_FILE).is_file())
+    return sorted(p.name for p in _root().iterdir() if p.is_dir() and (p / SCENARIO_FILE).is_file())
 
 
 def list_scenarios() -> list[ScenarioInfo]:
@@ -66,6 +65,10 @@ def _info(name: str) -> ScenarioInfo:
         meta = {}
     if not isinstance(meta, dict):
         meta = {}
-    return ScenarioInfo(name=name, title=str(meta.get("title") or name),
-                        family=str(meta.get("family") or ""),
-                        description=str(meta.get("description") or ""), path=path)
+    return ScenarioInfo(
+        name=name,
+        title=str(meta.get("title") or name),
+        family=str(meta.get("family") or ""),
+        description=str(meta.get("description") or ""),
+        path=path,
+    )

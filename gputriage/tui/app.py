@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from gputriage.tui.clipboard import CopyResult
     from gputriage.tui.tables import RowDetail
 
+
 def triage_commands() -> type[Provider]:
     """The palette's provider, imported when the palette first opens (not on the way to the
     first paint)."""
@@ -70,8 +71,9 @@ MAX_PROBLEMS_SHOWN = 3
 WalkerFactory = Callable[[], tuple[Walker, tuple[str, ...]]]
 
 
-def playbook_walker(extra_dirs: Sequence[Path] = (),
-                    entry: str | None = None) -> tuple[Walker, tuple[str, ...]]:
+def playbook_walker(
+    extra_dirs: Sequence[Path] = (), entry: str | None = None
+) -> tuple[Walker, tuple[str, ...]]:
     """The real engine over the shipped playbooks plus ``extra_dirs`` (run in a thread),
     entering at ``entry`` (None: the playbooks' routes choose)."""
     from gputriage.playbook.engine import walk
@@ -110,8 +112,9 @@ class TriageApp(App[int]):
     ) -> None:
         super().__init__()
         self.session = session
-        self.walker_factory = walker_factory or partial(playbook_walker, tuple(playbook_dirs),
-                                                        entry)
+        self.walker_factory = walker_factory or partial(
+            playbook_walker, tuple(playbook_dirs), entry
+        )
         #: Evidence -> facts (a node walk names the node as its target); None: build_facts.
         self.facts_builder = facts_builder
         self.notes_path = notes_path
@@ -168,16 +171,24 @@ class TriageApp(App[int]):
         if notice:
             self.notify(clean(str(notice)), title="target", timeout=15, markup=False)
 
-    @work(exclusive=True, group="evidence", exit_on_error=False,
-          description="collect evidence from the session")
+    @work(
+        exclusive=True,
+        group="evidence",
+        exit_on_error=False,
+        description="collect evidence from the session",
+    )
     async def collect(self) -> None:
         self.post_message(CollectionStarted(tuple(self.session.keys())))
         async for evidence in self.session.stream():
             self.post_message(EvidenceArrived(evidence))
         self.post_message(CollectionFinished())
 
-    @work(exclusive=True, group="evidence", exit_on_error=False,
-          description="collect node-side evidence again")
+    @work(
+        exclusive=True,
+        group="evidence",
+        exit_on_error=False,
+        description="collect node-side evidence again",
+    )
     async def refresh_node_side(self, keys: tuple[Key, ...]) -> None:
         """Only ``keys`` land; the rest of the stream (the pod, events, node that the watch
         keeps live) is left as the watch has it. Stops reading once every key landed."""
@@ -197,8 +208,13 @@ class TriageApp(App[int]):
                 await close()
         self.post_message(CollectionFinished())
 
-    @work(thread=True, exclusive=True, group="playbooks", exit_on_error=False,
-          description="load and compile the playbooks")
+    @work(
+        thread=True,
+        exclusive=True,
+        group="playbooks",
+        exit_on_error=False,
+        description="load and compile the playbooks",
+    )
     def load_playbooks(self) -> None:
         walker, problems = self.walker_factory()
         self.post_message(PlaybooksLoaded(walker, problems))
@@ -217,11 +233,11 @@ class TriageApp(App[int]):
         self.pending = frozenset()
         self._push()
         if isinstance(error, GputriageError):
-            self.push_screen(ErrorScreen(error.title or "cannot collect evidence",
-                                         error.message))
+            self.push_screen(ErrorScreen(error.title or "cannot collect evidence", error.message))
         else:
-            self.push_screen(ErrorScreen("collecting evidence failed",
-                                         f"{type(error).__name__}: {error}"))
+            self.push_screen(
+                ErrorScreen("collecting evidence failed", f"{type(error).__name__}: {error}")
+            )
 
     # -- messages from workers -------------------------------------------------------------
 
@@ -261,12 +277,16 @@ class TriageApp(App[int]):
         self.walker = message.walker
         self.walk_status = "" if self.facts is not None else "waiting for the pod…"
         if message.problems:
-            shown = [*message.problems[:MAX_PROBLEMS_SHOWN],
-                     *([f"… and {len(message.problems) - MAX_PROBLEMS_SHOWN} more"]
-                       if len(message.problems) > MAX_PROBLEMS_SHOWN else []),
-                     "`gputriage playbooks validate` lists them all."]
-            self.notify("\n".join(shown), title="playbooks skipped", severity="warning",
-                        timeout=15)
+            shown = [
+                *message.problems[:MAX_PROBLEMS_SHOWN],
+                *(
+                    [f"… and {len(message.problems) - MAX_PROBLEMS_SHOWN} more"]
+                    if len(message.problems) > MAX_PROBLEMS_SHOWN
+                    else []
+                ),
+                "`gputriage playbooks validate` lists them all.",
+            ]
+            self.notify("\n".join(shown), title="playbooks skipped", severity="warning", timeout=15)
         self._rewalk()
         self._push()
 
@@ -307,11 +327,18 @@ class TriageApp(App[int]):
 
     def _push(self) -> None:
         self.triage.view = TriageView(
-            session=self.session.description, evidence=self.evidence, pending=self.pending,
-            facts=self.facts, transcript=self.transcript, cursor=self.cursor,
-            walk_status=self.walk_status, differential_open=self.differential_open,
-            target_hint=self.target_hint, changed=dict(self.changed),
-            live=self._stop_watch is not None)
+            session=self.session.description,
+            evidence=self.evidence,
+            pending=self.pending,
+            facts=self.facts,
+            transcript=self.transcript,
+            cursor=self.cursor,
+            walk_status=self.walk_status,
+            differential_open=self.differential_open,
+            target_hint=self.target_hint,
+            changed=dict(self.changed),
+            live=self._stop_watch is not None,
+        )
 
     def _move(self, cursor: int) -> None:
         self.cursor = walkstate.clamp(cursor, self.transcript)
@@ -320,16 +347,21 @@ class TriageApp(App[int]):
     @property
     def settled(self) -> bool:
         """Everything collected and walked: what tests and benchmarks wait for."""
-        return (not self.pending and not self._rebuild_scheduled and self.facts is not None
-                and (self.transcript is not None or bool(self.walk_status)))
+        return (
+            not self.pending
+            and not self._rebuild_scheduled
+            and self.facts is not None
+            and (self.transcript is not None or bool(self.walk_status))
+        )
 
     # -- actions (bound on the triage screen, listed in the palette) ----------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # ``enter`` is a priority binding so lists don't swallow it; text boxes still need it.
         # On an evidence row ``enter`` opens the row whole (the table's own binding).
-        return not (action == "follow"
-                    and isinstance(self.focused, Input | TextArea | EvidenceTable))
+        return not (
+            action == "follow" and isinstance(self.focused, Input | TextArea | EvidenceTable)
+        )
 
     def action_follow(self) -> None:
         step = walkstate.follow(self.cursor, self.transcript)
@@ -338,8 +370,7 @@ class TriageApp(App[int]):
         elif step.kind == "ask":
             self.action_answer()
         elif step.kind == "done":
-            self.notify("The walk is complete: e exports the incident summary.",
-                        title="verdict")
+            self.notify("The walk is complete: e exports the incident summary.", title="verdict")
         else:
             self.notify(self.walk_status or "Waiting for more evidence.", title="walk")
 
@@ -381,10 +412,13 @@ class TriageApp(App[int]):
         from gputriage.tui.screens.choice import ChoiceScreen
 
         index = self.cursor
-        screen = ChoiceScreen("Take another branch", visit.prompt, visit.choices,
-                              taken=walkstate.choice_index(visit, visit.target),
-                              proposed=walkstate.choice_index(visit,
-                                                              walkstate.engine_target(visit)))
+        screen = ChoiceScreen(
+            "Take another branch",
+            visit.prompt,
+            visit.choices,
+            taken=walkstate.choice_index(visit, visit.target),
+            proposed=walkstate.choice_index(visit, walkstate.engine_target(visit)),
+        )
         self.push_screen(screen, partial(self._overridden, index, visit))
 
     def _overridden(self, index: int, visit: Visit, choice: Choice | None) -> None:
@@ -408,8 +442,13 @@ class TriageApp(App[int]):
 
         question = self.transcript.question if self.transcript is not None else None
         help_text = question.help if question is not None and question.ref == visit.ref else ""
-        screen = ChoiceScreen("Answer", visit.prompt, visit.choices,
-                              taken=walkstate.choice_index(visit, visit.target), help=help_text)
+        screen = ChoiceScreen(
+            "Answer",
+            visit.prompt,
+            visit.choices,
+            taken=walkstate.choice_index(visit, visit.target),
+            help=help_text,
+        )
         self.push_screen(screen, partial(self._answered, self.cursor, visit))
 
     def _answered(self, index: int, visit: Visit, choice: Choice | None) -> None:
@@ -423,8 +462,9 @@ class TriageApp(App[int]):
         from gputriage.tui.screens.note import NoteScreen
 
         visit = self._current_visit()
-        self.push_screen(NoteScreen(visit.ref if visit else ""),
-                         partial(self._noted, visit.ref if visit else ""))
+        self.push_screen(
+            NoteScreen(visit.ref if visit else ""), partial(self._noted, visit.ref if visit else "")
+        )
 
     def _noted(self, step: str, text: str | None) -> None:
         if not text:
@@ -440,8 +480,10 @@ class TriageApp(App[int]):
         if self._notes is None:
             target = self.facts.target if self.facts is not None else None
             path = self.notes_path or default_notes_path(
-                self.session.context or "bundle", target.namespace if target else "",
-                target.pod if target else "")
+                self.session.context or "bundle",
+                target.namespace if target else "",
+                target.pod if target else "",
+            )
             self._notes = NotesStore(path)
         return self._notes
 
@@ -460,9 +502,12 @@ class TriageApp(App[int]):
         offered = self.session.keys()
         keys = tuple(k for k in offered if k in NODE_KEYS)
         self.refresh_node_side(keys)
-        self.notify("Collecting node-side evidence again (kubelet journal, dmesg, nvidia-smi…). "
-                    "The pod, its events and its node are live already.", title="refresh",
-                    markup=False)
+        self.notify(
+            "Collecting node-side evidence again (kubelet journal, dmesg, nvidia-smi…). "
+            "The pod, its events and its node are live already.",
+            title="refresh",
+            markup=False,
+        )
 
     def action_filter(self) -> None:
         self.triage.query_one(EvidenceTabs).open_filter()
@@ -506,16 +551,18 @@ class TriageApp(App[int]):
     def action_copy(self) -> None:
         panel = self.triage.query_one(FixPanel)
         record = panel.selected_record
-        self._copy(panel.selected_command, record.mutates if record else False,
-                   record.why if record else "")
+        self._copy(
+            panel.selected_command,
+            record.mutates if record else False,
+            record.why if record else "",
+        )
 
     def action_copy_read_only(self) -> None:
         commands = self.triage.query_one(FixPanel).read_only_commands
         if not commands:
             self.notify("The fix has no read-only command to copy.", title="copy")
             return
-        self._put_on_clipboard("\n".join(commands) + "\n",
-                               f" ({len(commands)} read-only commands)")
+        self._put_on_clipboard("\n".join(commands) + "\n", f" ({len(commands)} read-only commands)")
 
     def on_fix_panel_command_chosen(self, message: FixPanel.CommandChosen) -> None:
         self._copy(message.command, message.mutates, message.why)
@@ -532,8 +579,9 @@ class TriageApp(App[int]):
                 if yes:
                     self._put_on_clipboard(command, " (changes state)")
 
-            self.push_screen(ConfirmScreen("This command changes state. Copy it?", command,
-                                           why), copy_if_yes)
+            self.push_screen(
+                ConfirmScreen("This command changes state. Copy it?", command, why), copy_if_yes
+            )
             return
         self._put_on_clipboard(command)
 
@@ -542,36 +590,60 @@ class TriageApp(App[int]):
         from gputriage.tui.clipboard import copy_text, default_clipboard_file
 
         self.copy_to_clipboard(text)  # OSC 52 on the app's own output stream
-        result = copy_text(text, osc52_sent=self._driver is not None and not self.is_headless,
-                           file=self.clipboard_file or default_clipboard_file())
+        result = copy_text(
+            text,
+            osc52_sent=self._driver is not None and not self.is_headless,
+            file=self.clipboard_file or default_clipboard_file(),
+        )
         self.last_copy = result
         # Cluster text in the command ([link=...], [@click=...]) shows verbatim, never markup.
-        self.notify("\n".join([clean(text), *result.lines()]), title=result.title() + note,
-                    severity="information" if result.reached else "error", markup=False)
+        self.notify(
+            "\n".join([clean(text), *result.lines()]),
+            title=result.title() + note,
+            severity="information" if result.reached else "error",
+            markup=False,
+        )
 
     def action_export(self) -> None:
         if self.transcript is None or self.facts is None:
-            self.notify("Nothing to export before the walk has started.", title="export",
-                        severity="warning")
+            self.notify(
+                "Nothing to export before the walk has started.", title="export", severity="warning"
+            )
             return
         from gputriage.report.notes import read_notes_file
         from gputriage.tui.export import export_summary
 
-        notes = [*(read_notes_file(self.extra_notes_file) if self.extra_notes_file else []),
-                 *self.notes().notes]
+        notes = [
+            *(read_notes_file(self.extra_notes_file) if self.extra_notes_file else []),
+            *self.notes().notes,
+        ]
         try:
             self.exported = export_summary(
-                self.export_dir, self.session, self.evidence, self.facts, self.transcript,
-                notes, self.clock(),
-                confirmed=walkstate.at_verdict(self.cursor, self.transcript))
+                self.export_dir,
+                self.session,
+                self.evidence,
+                self.facts,
+                self.transcript,
+                notes,
+                self.clock(),
+                confirmed=walkstate.at_verdict(self.cursor, self.transcript),
+            )
         except OSError as exc:
-            self.notify(f"{exc.strerror or exc}: {exc.filename or self.export_dir}",
-                        title="export failed", severity="error", timeout=15)
+            self.notify(
+                f"{exc.strerror or exc}: {exc.filename or self.export_dir}",
+                title="export failed",
+                severity="error",
+                timeout=15,
+            )
             return
         # Short and inert: a path is not markup ("[x]" in a directory name stays as it is).
         md, *others = self.exported
-        self.notify("\n".join([clean(str(md)), *(f"+ {p.suffix} beside it" for p in others)]),
-                    title="incident summary written", timeout=EXPORT_TOAST_S, markup=False)
+        self.notify(
+            "\n".join([clean(str(md)), *(f"+ {p.suffix} beside it" for p in others)]),
+            title="incident summary written",
+            timeout=EXPORT_TOAST_S,
+            markup=False,
+        )
 
     def action_triage_node(self) -> None:
         """Leave this walk for the node walk when the verdict blames the node."""

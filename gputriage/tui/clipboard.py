@@ -104,10 +104,15 @@ def copy_with_platform(text: str, env: Mapping[str, str] | None = None) -> tuple
     if tool is None:
         return "", ""
     try:
-        done = subprocess.run(list(tool.argv), input=text.encode("utf-8"),
-                              timeout=PLATFORM_TIMEOUT_S, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, check=False,
-                              env=dict(env) if env is not None else None)
+        done = subprocess.run(
+            list(tool.argv),
+            input=text.encode("utf-8"),
+            timeout=PLATFORM_TIMEOUT_S,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+            env=dict(env) if env is not None else None,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return "", f"{tool.name} failed: {type(exc).__name__}"
     if done.returncode != 0:
@@ -118,8 +123,9 @@ def copy_with_platform(text: str, env: Mapping[str, str] | None = None) -> tuple
 
 def default_clipboard_file(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    state = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME", "~")).expanduser()
-                                             / ".local" / "state")
+    state = env.get("XDG_STATE_HOME") or str(
+        Path(env.get("HOME", "~")).expanduser() / ".local" / "state"
+    )
     return Path(state) / "gputriage" / "clipboard.txt"
 
 
@@ -135,8 +141,9 @@ def write_clipboard_file(text: str, path: Path) -> str:
     return ""
 
 
-def copy_text(text: str, *, osc52_sent: bool, file: Path,
-              env: Mapping[str, str] | None = None) -> CopyResult:
+def copy_text(
+    text: str, *, osc52_sent: bool, file: Path, env: Mapping[str, str] | None = None
+) -> CopyResult:
     """Try the platform clipboard, fall back to ``file``; ``osc52_sent`` says whether the
     caller wrote :func:`osc52_sequence` to a real terminal."""
     problems: list[str] = []

@@ -26,9 +26,17 @@ def summary_stem(facts: FactSet, now: float) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", f"gputriage-{name}-{stamp}")
 
 
-def export_summary(directory: Path, session: Session, evidence: EvidenceSet, facts: FactSet,
-                   transcript: Transcript, notes: Sequence[Note], now: float, *,
-                   confirmed: bool = False) -> tuple[Path, ...]:
+def export_summary(
+    directory: Path,
+    session: Session,
+    evidence: EvidenceSet,
+    facts: FactSet,
+    transcript: Transcript,
+    notes: Sequence[Note],
+    now: float,
+    *,
+    confirmed: bool = False,
+) -> tuple[Path, ...]:
     """Write ``<stem>.md`` and ``<stem>.json`` into ``directory``; return both paths.
 
     ``confirmed``: the SRE followed the walk to its verdict step by step (the summary says so;
@@ -39,7 +47,15 @@ def export_summary(directory: Path, session: Session, evidence: EvidenceSet, fac
     stem = summary_stem(facts, now)
     written = []
     for fmt, suffix in (("md", ".md"), ("json", ".json")):
-        text = render(fmt, session.description, session.context, evidence, facts, transcript,
-                      notes, confirmed=confirmed)
+        text = render(
+            fmt,
+            session.description,
+            session.context,
+            evidence,
+            facts,
+            transcript,
+            notes,
+            confirmed=confirmed,
+        )
         written.append(atomic_write(directory / f"{stem}{suffix}", text))
     return tuple(written)

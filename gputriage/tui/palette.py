@@ -25,11 +25,15 @@ class TriageCommands(Provider):
             if not isinstance(b, Binding) or b.action == "app.command_palette":
                 continue
             action = b.action.removeprefix("app.")
-            found.append((b.description, b.tooltip,
-                          partial(app.run_action, action)))
+            found.append((b.description, b.tooltip, partial(app.run_action, action)))
         for spec in TABS:
-            found.append((f"Show tab: {spec.title}", f"Open the {spec.title} evidence tab",
-                          partial(app.run_action, f"show_tab('{spec.id}')")))
+            found.append(
+                (
+                    f"Show tab: {spec.title}",
+                    f"Open the {spec.title} evidence tab",
+                    partial(app.run_action, f"show_tab('{spec.id}')"),
+                )
+            )
         return found
 
     async def discover(self) -> Hits:

@@ -43,13 +43,21 @@ class ScenarioPicker(App[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
-            yield Static(Content.styled("gputriage demo: pick a scenario (no cluster needed)",
-                                        "bold"))
+            yield Static(
+                Content.styled("gputriage demo: pick a scenario (no cluster needed)", "bold")
+            )
             yield Static(Content(HINT), id="picker-keys")
-            yield ScenarioList(*[
-                Option(Content.assemble((inert_line(name), "bold"), "\n  ",
-                                        (inert_line(about), "$text-muted")), id=name)
-                for name, about in self.choices])
+            yield ScenarioList(
+                *[
+                    Option(
+                        Content.assemble(
+                            (inert_line(name), "bold"), "\n  ", (inert_line(about), "$text-muted")
+                        ),
+                        id=name,
+                    )
+                    for name, about in self.choices
+                ]
+            )
         yield Footer()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

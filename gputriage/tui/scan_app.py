@@ -40,8 +40,14 @@ if TYPE_CHECKING:
 
 #: (column key, title) of the table; SORTS orders rows by a column (a Row and the clock in).
 COLUMNS: tuple[tuple[str, str], ...] = (
-    ("kind", "Kind"), ("namespace", "Namespace"), ("name", "Name"), ("node", "Node"),
-    ("family", "Family"), ("troubles", "Troubles"), ("age", "Age"), ("reason", "Reason"),
+    ("kind", "Kind"),
+    ("namespace", "Namespace"),
+    ("name", "Name"),
+    ("node", "Node"),
+    ("family", "Family"),
+    ("troubles", "Troubles"),
+    ("age", "Age"),
+    ("reason", "Reason"),
 )
 SORTS: dict[str, Callable[[Row, float], tuple[Any, ...]]] = {
     "troubles": lambda r, now: (r.kind != NODE, RANK[r.troubles[0]], r.namespace, r.name),
@@ -79,8 +85,9 @@ def row_id(row: Row) -> str:
 
 def matches(row: Row, words: list[str]) -> bool:
     """Every word (lower case) appears in the row's kind, names, family, troubles or reason."""
-    hay = " ".join((row.kind, row.namespace, row.name, row.node, row.family.value,
-                    *row.troubles, row.reason)).lower()
+    hay = " ".join(
+        (row.kind, row.namespace, row.name, row.node, row.family.value, *row.troubles, row.reason)
+    ).lower()
     return all(w in hay for w in words)
 
 
@@ -88,10 +95,16 @@ class ScanApp(App[Selection | None]):
     CSS_PATH = Path(__file__).with_name("scan.tcss")  # absolute: subclasses live elsewhere
     TITLE = "gputriage scan"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "triage", "Triage", priority=True,
-                tooltip="Triage the highlighted pod or node"),
-        Binding("slash", "filter", "Filter", key_display="/",
-                tooltip="Show only rows containing every word typed"),
+        Binding(
+            "enter", "triage", "Triage", priority=True, tooltip="Triage the highlighted pod or node"
+        ),
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            key_display="/",
+            tooltip="Show only rows containing every word typed",
+        ),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("s", "cycle_sort", "Sort", tooltip="Sort by the next column"),
         Binding("S", "reverse_sort", "Reverse", show=False, tooltip="Reverse the sort order"),
@@ -99,9 +112,17 @@ class ScanApp(App[Selection | None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, client: Lister, scope: Scope, *, context: str = "",
-                 fleet: Fleet | None = None, listings: tuple[Listing, ...] = (),
-                 notice: str = "", clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        client: Lister,
+        scope: Scope,
+        *,
+        context: str = "",
+        fleet: Fleet | None = None,
+        listings: tuple[Listing, ...] = (),
+        notice: str = "",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         super().__init__()
         import time
 
@@ -124,8 +145,10 @@ class ScanApp(App[Selection | None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="scan-header")
-        yield Input(placeholder="filter: words that must all appear (family, trouble, name…)",
-                    id="scan-filter")
+        yield Input(
+            placeholder="filter: words that must all appear (family, trouble, name…)",
+            id="scan-filter",
+        )
         yield DataTable(id="scan-rows", cursor_type="row", zebra_stripes=True)
         yield Static(id="scan-detail")
         yield Footer()
@@ -137,15 +160,25 @@ class ScanApp(App[Selection | None]):
         self._rebuild()
         table.focus()
         if self.notice:
-            self.notify(clean_line(self.notice), title="triage", severity="warning", timeout=15,
-                        markup=False)
+            self.notify(
+                clean_line(self.notice),
+                title="triage",
+                severity="warning",
+                timeout=15,
+                markup=False,
+            )
         if not self.done:
             self.run_scan()
 
     # -- the worker ------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="scan", exit_on_error=False,
-          description="list nodes and pods")
+    @work(
+        thread=True,
+        exclusive=True,
+        group="scan",
+        exit_on_error=False,
+        description="list nodes and pods",
+    )
     def run_scan(self) -> None:
         worker = get_current_worker()
         with contextlib.closing(scan(self.client, self.scope, fleet=self.fleet)) as updates:
@@ -159,8 +192,13 @@ class ScanApp(App[Selection | None]):
         """The scan never raises for the API's answers; anything else is a bug to show."""
         if event.state is WorkerState.ERROR:
             error = event.worker.error
-            self.notify(clean_line(f"{type(error).__name__}: {error}"), title="the scan failed",
-                        severity="error", timeout=30, markup=False)
+            self.notify(
+                clean_line(f"{type(error).__name__}: {error}"),
+                title="the scan failed",
+                severity="error",
+                timeout=30,
+                markup=False,
+            )
 
     def on_scan_update(self, message: ScanUpdate) -> None:
         update = message.update
@@ -173,15 +211,19 @@ class ScanApp(App[Selection | None]):
             if not matches(row, self.words):
                 continue
             if known and key in self.shown:
-                for column, value in zip((k for k, _ in COLUMNS), self._cells(row),
-                                         strict=True):
+                for column, value in zip((k for k, _ in COLUMNS), self._cells(row), strict=True):
                     table.update_cell(key, column, value)
             else:
                 table.add_row(*self._cells(row), key=key)
                 self.shown.append(key)
         if update.listing is not None and update.listing.status is not Status.OK:
-            self.notify(clean_line(f"{update.listing.what}: {update.listing.detail}"),
-                        title="cannot list", severity="error", timeout=20, markup=False)
+            self.notify(
+                clean_line(f"{update.listing.what}: {update.listing.detail}"),
+                title="cannot list",
+                severity="error",
+                timeout=20,
+                markup=False,
+            )
         if update.done:
             self.done = True
             self.listings = update.listings
@@ -197,10 +239,19 @@ class ScanApp(App[Selection | None]):
         reason = clean_line(row.reason)
         if len(reason) > REASON_WIDTH:
             reason = reason[: REASON_WIDTH - 1] + "…"
-        return tuple(Text(cell) for cell in (
-            row.kind, clean_line(row.namespace), clean_line(row.name), clean_line(row.node),
-            row.family.value, ", ".join(row.troubles), short_age(row.age_s(self.clock())),
-            reason))
+        return tuple(
+            Text(cell)
+            for cell in (
+                row.kind,
+                clean_line(row.namespace),
+                clean_line(row.name),
+                clean_line(row.node),
+                row.family.value,
+                ", ".join(row.troubles),
+                short_age(row.age_s(self.clock())),
+                reason,
+            )
+        )
 
     def _visible(self) -> list[Row]:
         now = self.clock()
@@ -222,8 +273,7 @@ class ScanApp(App[Selection | None]):
         self._detail()
 
     def _header(self) -> None:
-        where = (f"namespace {self.scope.namespace}" if self.scope.namespace
-                 else "all namespaces")
+        where = f"namespace {self.scope.namespace}" if self.scope.namespace else "all namespaces"
         if self.scope.selector:
             where += f", pods matching {self.scope.selector}"
         pods = sum(1 for r in self.rows.values() if r.kind != NODE)
@@ -232,13 +282,20 @@ class ScanApp(App[Selection | None]):
         failed = [ls for ls in self.listings if ls.status is not Status.OK]
         if failed:
             state = f"incomplete: could not list {', '.join(ls.what for ls in failed)}"
-        shown = f"; showing {len(self.shown)} matching '{' '.join(self.words)}'" if (
-            self.words) else ""
+        shown = (
+            f"; showing {len(self.shown)} matching '{' '.join(self.words)}'" if (self.words) else ""
+        )
         order = f"{self.sort_by}{' (reversed)' if self.reverse else ''}"
-        self.query_one("#scan-header", Static).update(Text(clean_line(
-            f"{self.context or 'cluster'}: {where} | {self.nodes_seen} nodes, "
-            f"{self.pods_seen} pods listed | in trouble: {pods} pods, {nodes} nodes{shown} | "
-            f"sort: {order} | {state}")))
+        self.query_one("#scan-header", Static).update(
+            Text(
+                clean_line(
+                    f"{self.context or 'cluster'}: {where} | {self.nodes_seen} nodes, "
+                    f"{self.pods_seen} pods listed | "
+                    f"in trouble: {pods} pods, {nodes} nodes{shown} | "
+                    f"sort: {order} | {state}"
+                )
+            )
+        )
 
     def highlighted(self) -> Row | None:
         table = self.query_one(DataTable)
@@ -252,9 +309,11 @@ class ScanApp(App[Selection | None]):
         if row is None:
             panel.update("Nothing in trouble yet." if self.done else "Listing nodes and pods…")
             return
-        lines = [f"{row.kind} {clean_line(row.namespace + '/' if row.namespace else '')}"
-                 f"{clean_line(row.name)}: {clean_line(row.reason)}",
-                 f"enter: {row.triage_command}"]
+        lines = [
+            f"{row.kind} {clean_line(row.namespace + '/' if row.namespace else '')}"
+            f"{clean_line(row.name)}: {clean_line(row.reason)}",
+            f"enter: {row.triage_command}",
+        ]
         inventory = self.fleet.inventory(row.node) if row.node else None
         if inventory is not None:
             lines += [clean_line(line) for line in inventory_lines(inventory)]
@@ -333,8 +392,14 @@ def run_scan_tui(client: KubeClient, scope: Scope, options: TriageOptions) -> in
     listings: tuple[Listing, ...] = ()
     notice = ""
     while True:
-        app = ScanApp(client, scope, context=client.config.context, fleet=fleet,
-                      listings=listings, notice=notice)
+        app = ScanApp(
+            client,
+            scope,
+            context=client.config.context,
+            fleet=fleet,
+            listings=listings,
+            notice=notice,
+        )
         selection = app.run()
         if selection is None:
             return 0
@@ -357,6 +422,7 @@ def triage(selection: Selection, options: TriageOptions) -> int:
     if selection.kind == NODE:
         live = replace(options, bundle=None)
         return run_triage(node_triage(selection.name, live), live)
-    live = replace(options, bundle=None,
-                   cluster=replace(options.cluster, namespace=selection.namespace))
+    live = replace(
+        options, bundle=None, cluster=replace(options.cluster, namespace=selection.namespace)
+    )
     return run_triage(pod_triage(selection.name, live), live)

@@ -30,10 +30,20 @@ class SourceState(enum.StrEnum):
 
 
 #: Evidence that lives on (or is about) the pod's node: nothing to fetch before scheduling.
-NODE_SIDE: frozenset[Key] = frozenset({
-    Key.NODE, Key.NODE_PODS, Key.NODE_EVENTS, Key.KUBELET_LOG, Key.DMESG, Key.NVIDIA_SMI,
-    Key.LSMOD, Key.DEV_NVIDIA, Key.CONTAINERD_CONFIG, Key.DEVICE_PLUGIN_LOG,
-})
+NODE_SIDE: frozenset[Key] = frozenset(
+    {
+        Key.NODE,
+        Key.NODE_PODS,
+        Key.NODE_EVENTS,
+        Key.KUBELET_LOG,
+        Key.DMESG,
+        Key.NVIDIA_SMI,
+        Key.LSMOD,
+        Key.DEV_NVIDIA,
+        Key.CONTAINERD_CONFIG,
+        Key.DEVICE_PLUGIN_LOG,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -60,14 +70,25 @@ def not_applicable_because(key: Key, facts: FactSet | None) -> str:
     if key in NODE_SIDE and not pod.get("node"):
         return "the pod is not scheduled to a node yet"
     containers = _containers(pod)
-    if key is Key.CONTAINER_LOG and containers and all(
-            c.get("state") in ("waiting", "") and not c.get("restart_count")
-            and c.get("last_exit_code", -1) == -1 for c in containers):
-        reason = next((str(c.get("waiting_reason")) for c in containers
-                       if c.get("waiting_reason")), "")
+    if (
+        key is Key.CONTAINER_LOG
+        and containers
+        and all(
+            c.get("state") in ("waiting", "")
+            and not c.get("restart_count")
+            and c.get("last_exit_code", -1) == -1
+            for c in containers
+        )
+    ):
+        reason = next(
+            (str(c.get("waiting_reason")) for c in containers if c.get("waiting_reason")), ""
+        )
         return "no container has started yet" + (f" ({reason})" if reason else "")
-    if key is Key.CONTAINER_LOG_PREVIOUS and containers and not any(
-            c.get("restart_count") or c.get("last_exit_code", -1) != -1 for c in containers):
+    if (
+        key is Key.CONTAINER_LOG_PREVIOUS
+        and containers
+        and not any(c.get("restart_count") or c.get("last_exit_code", -1) != -1 for c in containers)
+    ):
         return "no container has restarted, so there is no previous log"
     return ""
 
@@ -83,5 +104,6 @@ def reading(ev: Evidence, facts: FactSet | None, pending: bool = False) -> Sourc
         return SourceReading(SourceState.NOT_APPLICABLE, expected)
     if ev.status is Status.UNAVAILABLE:
         return SourceReading(SourceState.NOT_COLLECTED, ev.detail)
-    return SourceReading(SourceState.FAILED, f"{ev.status.value}: {ev.detail}" if ev.detail
-                         else ev.status.value)
+    return SourceReading(
+        SourceState.FAILED, f"{ev.status.value}: {ev.detail}" if ev.detail else ev.status.value
+    )

@@ -59,8 +59,9 @@ class TriageView:
 MAX_STATE_REASONS = 2
 
 
-def pod_state_words(phase: str, reason: str, containers: Any, deleting: bool = False,
-                    conditions: Any = ()) -> str:
+def pod_state_words(
+    phase: str, reason: str, containers: Any, deleting: bool = False, conditions: Any = ()
+) -> str:
     """The pod's state as an SRE reads it: ``Pending · ContainerCreating``,
     ``Running · CrashLoopBackOff``, ``Failed · UnexpectedAdmissionError``.
 
@@ -73,26 +74,33 @@ def pod_state_words(phase: str, reason: str, containers: Any, deleting: bool = F
     if reason:
         details.append(reason)
     else:
-        rows = [c for c in containers if isinstance(c, Mapping)] if isinstance(
-            containers, list) else []
+        rows = (
+            [c for c in containers if isinstance(c, Mapping)]
+            if isinstance(containers, list)
+            else []
+        )
         for c in rows:
             waiting = str(c.get("waiting_reason") or "")
             if waiting and waiting != "PodInitializing":
-                details.append(f"Init:{waiting}" if c.get("init") and not c.get("sidecar")
-                               else waiting)
+                details.append(
+                    f"Init:{waiting}" if c.get("init") and not c.get("sidecar") else waiting
+                )
         if not details:
             for c in rows:
                 ended, code = str(c.get("terminated_reason") or ""), c.get("exit_code")
                 if (ended and ended != "Completed") or (isinstance(code, int) and code > 0):
                     details.append(ended or f"ExitCode:{code}")
     if not details and isinstance(conditions, list | tuple):
-        details += [str(c.get("reason") or "not scheduled") for c in conditions
-                    if isinstance(c, Mapping) and c.get("type") == "PodScheduled"
-                    and c.get("status") == "False"]
+        details += [
+            str(c.get("reason") or "not scheduled")
+            for c in conditions
+            if isinstance(c, Mapping)
+            and c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+        ]
     distinct = list(dict.fromkeys(details))  # in container order
     if len(distinct) > MAX_STATE_REASONS:
-        distinct = [*distinct[:MAX_STATE_REASONS],
-                    f"+{len(distinct) - MAX_STATE_REASONS} more"]
+        distinct = [*distinct[:MAX_STATE_REASONS], f"+{len(distinct) - MAX_STATE_REASONS} more"]
     words = [phase or "…", *distinct]
     if deleting:
         words.append("Terminating")

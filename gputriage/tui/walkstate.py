@@ -35,8 +35,12 @@ def clamp(cursor: int, transcript: Transcript | None) -> int:
 
 
 def at_verdict(cursor: int, transcript: Transcript | None) -> bool:
-    return (transcript is not None and bool(transcript.findings)
-            and transcript.question is None and cursor >= len(transcript.visits))
+    return (
+        transcript is not None
+        and bool(transcript.findings)
+        and transcript.question is None
+        and cursor >= len(transcript.visits)
+    )
 
 
 def visit_at(cursor: int, transcript: Transcript | None) -> Visit | None:
@@ -50,8 +54,10 @@ def question_position(transcript: Transcript | None) -> int | None:
     if transcript is None or transcript.question is None:
         return None
     ref = transcript.question.ref
-    return next((i for i in range(len(transcript.visits) - 1, -1, -1)
-                 if transcript.visits[i].ref == ref), None)
+    return next(
+        (i for i in range(len(transcript.visits) - 1, -1, -1) if transcript.visits[i].ref == ref),
+        None,
+    )
 
 
 def is_ask(visit: Visit) -> bool:
@@ -112,7 +118,7 @@ def follow(cursor: int, transcript: Transcript | None) -> Step:
 def short_target(target: str) -> str:
     """``finding pending.x`` or the step ref: where a branch leads, in one short phrase."""
     if target.startswith(FINDING_PREFIX):
-        return "finding " + target[len(FINDING_PREFIX):]
+        return "finding " + target[len(FINDING_PREFIX) :]
     return target or "-"
 
 
@@ -121,7 +127,7 @@ def describe_target(target: str, transcript: Transcript | None) -> str:
     if not target:
         return "waiting for your answer"
     if target.startswith(FINDING_PREFIX):
-        fid = target[len(FINDING_PREFIX):]
+        fid = target[len(FINDING_PREFIX) :]
         if transcript is not None:
             for f in transcript.findings:
                 if f.id == fid:

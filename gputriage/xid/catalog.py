@@ -62,13 +62,22 @@ class XidInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "code": self.code, "mnemonic": self.mnemonic, "description": self.description,
-            "legacy_name": self.legacy_name, "applies_to": list(self.applies_to),
-            "klass": self.klass, "reading": self.reading, "immediate": self.immediate,
-            "investigatory": self.investigatory, "action": self.action,
-            "xid154_since": self.xid154_since, "legacy_causes": list(self.legacy_causes),
-            "plugin_skips": self.plugin_skips, "other_tools": self.other_tools,
-            "notes": self.notes, "source": self.source,
+            "code": self.code,
+            "mnemonic": self.mnemonic,
+            "description": self.description,
+            "legacy_name": self.legacy_name,
+            "applies_to": list(self.applies_to),
+            "klass": self.klass,
+            "reading": self.reading,
+            "immediate": self.immediate,
+            "investigatory": self.investigatory,
+            "action": self.action,
+            "xid154_since": self.xid154_since,
+            "legacy_causes": list(self.legacy_causes),
+            "plugin_skips": self.plugin_skips,
+            "other_tools": self.other_tools,
+            "notes": self.notes,
+            "source": self.source,
         }
 
 
@@ -100,8 +109,13 @@ def _data() -> dict[str, Any]:
 def _xids() -> dict[int, XidInfo]:
     table: dict[int, XidInfo] = {}
     for row in _data()["xids"]:
-        info = XidInfo(**{**row, "applies_to": tuple(row["applies_to"]),
-                          "legacy_causes": tuple(row["legacy_causes"])})
+        info = XidInfo(
+            **{
+                **row,
+                "applies_to": tuple(row["applies_to"]),
+                "legacy_causes": tuple(row["legacy_causes"]),
+            }
+        )
         table[info.code] = info
     return table
 

@@ -15,11 +15,11 @@ from gputriage.xid import catalog
 #: What each non-Xid record kind means, for people reading a decoded line.
 KIND_MEANING: dict[Kind, str] = {
     Kind.FALLEN_OFF_BUS: "the GPU stopped answering on PCIe (lost card): reboot or power-cycle "
-                         "the node; if it repeats suspect the riser, slot, PSU or the GPU",
+    "the node; if it repeats suspect the riser, slot, PSU or the GPU",
     Kind.RM_INIT_ADAPTER: "the driver could not initialise this GPU, so nvidia-smi shows fewer "
-                          "GPUs or 'No devices were found'",
+    "GPUs or 'No devices were found'",
     Kind.GSP_TIMEOUT: "the GPU's GSP firmware stopped answering; the GPU likely needs a reset "
-                      "(it usually cascades into Xid 119/109/154)",
+    "(it usually cascades into Xid 119/109/154)",
     Kind.DRIVER_LOAD: "the NVIDIA kernel module did not load or bind to the GPU",
     Kind.DRIVER_VERSION: "the NVIDIA kernel module that was loaded, and its version",
     Kind.GPU_IDENTITY: "which GPU (UUID, board serial) sits at this PCI address",
@@ -34,12 +34,16 @@ def device_plugin_behaviour(code: int) -> str:
     skipped = catalog.plugin_skipped_xids()
     listed = ", ".join(str(c) for c in skipped)
     if code in skipped:
-        return (f"ignored: the NVIDIA k8s-device-plugin treats Xid {code} as an application "
-                f"error and keeps the GPU schedulable (its skip list: {listed}; force it with "
-                f"DP_ENABLE_HEALTHCHECKS={code})")
-    return (f"marks the GPU (or its MIG instance) Unhealthy, so nvidia.com/gpu allocatable drops "
-            f"(not in its application-error skip list {listed}; opt out with "
-            f"DP_DISABLE_HEALTHCHECKS={code})")
+        return (
+            f"ignored: the NVIDIA k8s-device-plugin treats Xid {code} as an application "
+            f"error and keeps the GPU schedulable (its skip list: {listed}; force it with "
+            f"DP_ENABLE_HEALTHCHECKS={code})"
+        )
+    return (
+        f"marks the GPU (or its MIG instance) Unhealthy, so nvidia.com/gpu allocatable drops "
+        f"(not in its application-error skip list {listed}; opt out with "
+        f"DP_DISABLE_HEALTHCHECKS={code})"
+    )
 
 
 def explain_xid(code: int) -> dict[str, Any] | None:

@@ -90,10 +90,17 @@ def test_answer_fields_do_not_change_the_bundle(corpus_dir: Path, tmp_path: Path
 def test_lost_001_xid_69_marks_the_device_unhealthy(cases: dict[str, Built]) -> None:
     dp = cases["lost-001"].facts["device_plugin"]
     assert dp.known and dp.values["log_known"] and not dp.values["pod_known"]
-    assert dp.values["unhealthy_devices"] == [{
-        "uuid": "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8", "xid": 69,
-        "resource": "nvidia.com/gpu", "reason": "xid", "line": 1, "xid_klass": "application",
-        "xid_immediate_action": "RESTART_APP"}]
+    assert dp.values["unhealthy_devices"] == [
+        {
+            "uuid": "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8",
+            "xid": 69,
+            "resource": "nvidia.com/gpu",
+            "reason": "xid",
+            "line": 1,
+            "xid_klass": "application",
+            "xid_immediate_action": "RESTART_APP",
+        }
+    ]
     assert dp.values["unhealthy_xids"] == [69] and not dp.values["registered"]
     assert [r.line for r in dp.cites["unhealthy_devices"]] == [1, 2]
 
@@ -112,20 +119,31 @@ def test_pending_010_nvml_not_loadable(cases: dict[str, Built]) -> None:
 def test_pending_016_too_old_for_health_checks(cases: dict[str, Built]) -> None:
     b = cases["pending-016"]
     dp = b.facts["device_plugin"].values
-    assert dp["unhealthy_devices"] == [{
-        "uuid": "GPU-edae6d5d-6698-fb8d-2c6b-2a791224f089", "xid": 0, "resource": "",
-        "reason": "too_old", "line": 1, "xid_klass": "", "xid_immediate_action": ""}]
+    assert dp["unhealthy_devices"] == [
+        {
+            "uuid": "GPU-edae6d5d-6698-fb8d-2c6b-2a791224f089",
+            "xid": 0,
+            "resource": "",
+            "reason": "too_old",
+            "line": 1,
+            "xid_klass": "",
+            "xid_immediate_action": "",
+        }
+    ]
     [event] = b.json("events.json")["items"]
     assert (event["reason"], event["message"]) == (
-        "FailedScheduling", "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+        "FailedScheduling",
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+    )
 
 
 def test_cases_without_node_logs_leave_those_groups_unknown(cases: dict[str, Built]) -> None:
     for key in ("create-001", "create-013", "pending-007", "oom-001"):
         kubelet = cases[key].facts["kubelet"]
         assert not kubelet.known, key
-        assert kubelet.reason == ("the kubelet journal on the node: unavailable: kubelet.log is "
-                                  "not in the bundle")
+        assert kubelet.reason == (
+            "the kubelet journal on the node: unavailable: kubelet.log is not in the bundle"
+        )
     dp = cases["create-001"].facts["device_plugin"]
     assert not dp.known and "device-plugin.log is not in the bundle" in dp.reason
 
@@ -139,42 +157,53 @@ def test_pod_status_only_as_stated(cases: dict[str, Built]) -> None:
     assert status == {"phase": "Failed", "reason": "UnexpectedAdmissionError"}
     status = cases["lost-004"].json("pod.json")["status"]
     assert status["phase"] == "Failed" and status["message"].startswith(
-        "Pod Allocate failed due to device plugin GetPreferredAllocation rpc failed")
+        "Pod Allocate failed due to device plugin GetPreferredAllocation rpc failed"
+    )
     pod = cases["create-009"].json("pod.json")
     assert pod["metadata"]["name"] == "nvidia-container-toolkit-daemonset"
     assert pod["status"]["containerStatuses"][0]["state"] == {
-        "waiting": {"reason": "CrashLoopBackOff"}}
+        "waiting": {"reason": "CrashLoopBackOff"}
+    }
     assert "phase" not in pod["status"]
     pod = cases["pending-018"].json("pod.json")
     assert (pod["metadata"]["name"], pod["status"]) == ("pod1", {"phase": "Pending"})
     assert cases["oom-001"].json("pod.json")["status"]["containerStatuses"][0]["state"] == {
-        "waiting": {"reason": "CrashLoopBackOff"}}
+        "waiting": {"reason": "CrashLoopBackOff"}
+    }
 
 
 def test_events_and_owner_events(cases: dict[str, Built]) -> None:
     [event] = cases["create-001"].json("events.json")["items"]
     assert (event["type"], event["reason"], event["involvedObject"]["name"]) == (
-        "Warning", "FailedCreatePodSandBox", "case-pod")
+        "Warning",
+        "FailedCreatePodSandBox",
+        "case-pod",
+    )
     assert event["message"].endswith('no runtime for "nvidia" is configured')
     b = cases["pending-021"]
     assert "events.json" not in b.files()
     owner = b.json("owner-events.json")["items"]
-    assert [(e["reason"], e["involvedObject"]["kind"], e["involvedObject"]["name"])
-            for e in owner] == [("FailedCreate", "ReplicaSet",
-                                 "quota-exceed-inference-demo-654649bb45")] * 2
+    assert [
+        (e["reason"], e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in owner
+    ] == [("FailedCreate", "ReplicaSet", "quota-exceed-inference-demo-654649bb45")] * 2
     assert b.json("pod.json")["metadata"]["ownerReferences"][0]["name"] == (
-        "quota-exceed-inference-demo-654649bb45")
+        "quota-exceed-inference-demo-654649bb45"
+    )
     assert b.evidence[Key.OWNER_EVENTS].ok and b.evidence[Key.OWNER_EVENTS].detail.startswith(
-        "2 items")
+        "2 items"
+    )
 
 
 def test_node_state(cases: dict[str, Built]) -> None:
     node = cases["pending-008"].json("node.json")
     assert "nvidia.com/gpu" not in node["status"]["capacity"]
     assert (node["status"]["capacity"]["cpu"], node["status"]["allocatable"]["cpu"]) == (
-        "16", "15890m")
+        "16",
+        "15890m",
+    )
     assert cases["pending-003"].json("node.json")["status"]["capacity"] == {
-        "alpha.kubernetes.io/nvidia-gpu": "1"}
+        "alpha.kubernetes.io/nvidia-gpu": "1"
+    }
     b = cases["pending-007"]
     assert b.json("nodes.json")["items"][0]["status"]["allocatable"] == {"nvidia.com/gpu": "1"}
     assert "node-pods.json" not in b.files()  # "Allocated resources" prose is not a pod list
@@ -183,10 +212,12 @@ def test_node_state(cases: dict[str, Built]) -> None:
 def test_logs_and_nvidia_smi_lines(cases: dict[str, Built]) -> None:
     assert cases["lost-004"].text("nvidia-smi.txt") == (
         "Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.  Reboot the "
-        "system to recover this GPU\n")
+        "system to recover this GPU\n"
+    )
     assert "nvidia-smi.txt" not in cases["oom-001"].files()  # paraphrase, not tool output
     assert cases["create-009"].text("container.log") == (
-        "unresolvable CDI devices management.nvidia.com/gpu=all: unknown\n")
+        "unresolvable CDI devices management.nvidia.com/gpu=all: unknown\n"
+    )
     assert len(cases["oom-003"].text("container.log").splitlines()) == 3
 
 
@@ -200,7 +231,8 @@ def test_cross_group_facts_of_other_owners(cases: dict[str, Built]) -> None:
 def test_string_events_and_labelled_tool_output(tmp_path: Path) -> None:
     """Converter behaviour on the shapes a case may quote (no corpus needed)."""
     case = {
-        "id": "x-001", "root_cause": "the answer",
+        "id": "x-001",
+        "root_cause": "the answer",
         "pod_status": {"phase": "Running", "status": "CrashLoopBackOff (restarting)"},
         "events": [
             "Warning FailedScheduling 3m default-scheduler 0/3 nodes are available: 3 "
@@ -208,24 +240,40 @@ def test_string_events_and_labelled_tool_output(tmp_path: Path) -> None:
             "Warning  BackOff  2m (x12 over 7m)  kubelet  Back-off restarting failed container",
             "Normal Scheduled <unknown> Successfully assigned default/x to n1",
         ],
-        "other_log": ["dmesg -T: [Tue Aug 13 10:41:07 2024] NVRM: Xid (PCI:0000:3b:00): 79, "
-                      "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
-                      "nvidia-smi: No devices were found", "the other pod used 9GiB"],
+        "other_log": [
+            "dmesg -T: [Tue Aug 13 10:41:07 2024] NVRM: Xid (PCI:0000:3b:00): 79, "
+            "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+            "nvidia-smi: No devices were found",
+            "the other pod used 9GiB",
+        ],
     }
     (tmp_path / "case.yaml").write_text(yaml.safe_dump(case), encoding="utf-8")
     out = case_to_bundle(tmp_path / "case.yaml", tmp_path / "bundle")
     items = json.loads((out / "events.json").read_text(encoding="utf-8"))["items"]
     assert [(e["type"], e["reason"], e["count"], e["source"], e["message"]) for e in items] == [
-        ("Warning", "FailedScheduling", 1, {"component": "default-scheduler"},
-         "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."),
-        ("Warning", "BackOff", 12, {"component": "kubelet"},
-         "Back-off restarting failed container"),
+        (
+            "Warning",
+            "FailedScheduling",
+            1,
+            {"component": "default-scheduler"},
+            "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+        ),
+        (
+            "Warning",
+            "BackOff",
+            12,
+            {"component": "kubelet"},
+            "Back-off restarting failed container",
+        ),
         ("Normal", "Scheduled", 1, {}, "Successfully assigned default/x to n1"),
     ]
     status = json.loads((out / "pod.json").read_text(encoding="utf-8"))["status"]
     assert status["phase"] == "Running"
     assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "CrashLoopBackOff"}}
-    assert (out / "dmesg.log").read_text(encoding="utf-8").startswith(
-        "[Tue Aug 13 10:41:07 2024] NVRM: Xid (PCI:0000:3b:00): 79,")
+    assert (
+        (out / "dmesg.log")
+        .read_text(encoding="utf-8")
+        .startswith("[Tue Aug 13 10:41:07 2024] NVRM: Xid (PCI:0000:3b:00): 79,")
+    )
     assert (out / "nvidia-smi.txt").read_text(encoding="utf-8") == "No devices were found\n"
     assert "the answer" not in "".join(p.read_text(encoding="utf-8") for p in out.iterdir())

@@ -27,36 +27,44 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "create-001": (
         "create.runtime-handler-not-ready-yet",
         "maintainer: 'no runtime for \"nvidia\"' is expected for 3-4 minutes until the driver "
-        "and toolkit are set up; the one event quoted (count 1) is that young error"),
+        "and toolkit are set up; the one event quoted (count 1) is that young error",
+    ),
     "create-006": (
         "node.runtimeclass-missing",
         "a webhook adds runtimeClassName nvidia but the RuntimeClass object never exists, so the "
-        "API server rejects the pods ('RuntimeClass \"nvidia\" not found')"),
+        "API server rejects the pods ('RuntimeClass \"nvidia\" not found')",
+    ),
     "create-009": (
         "create.cdi-spec-missing",
         "root cause: CDI specs not generated (toolkit started before the driver); the toolkit "
         "container's own log says 'unresolvable CDI devices management.nvidia.com/gpu=all' "
-        "(container_log.cdi_unresolvable), which is exactly a CDI device no spec defines"),
+        "(container_log.cdi_unresolvable), which is exactly a CDI device no spec defines",
+    ),
     "create-013": (
         "create.admission-before-plugin-registered",
         "root cause: pods re-admitted after a reboot before the plugin re-registered; the case "
         "quotes only 'no healthy devices present', which all-unhealthy devices produce too: the "
         "mechanism is concluded with its most common cause (confidence: likely), and the "
-        "summary says what tells the causes apart"),
+        "summary says what tells the causes apart",
+    ),
     "create-019": (
         "create.nvml-device-cgroup-reset",
         "NVIDIA notice #48: daemon-reload with the systemd cgroup driver resets the device "
-        "rules; the container log shows 'Failed to initialize NVML: Unknown Error'"),
+        "rules; the container log shows 'Failed to initialize NVML: Unknown Error'",
+    ),
     "create-021": (
         "undetermined",
         "root cause: node driver too old for the CUDA 10 image; the case quotes only a Failed "
-        "phase (the error string was in a screenshot), so nothing names the driver"),
+        "phase (the error string was in a screenshot), so nothing names the driver",
+    ),
 }
 
 
 def _cases(corpus_dir: Path) -> dict[str, Path]:
-    return {"-".join(p.stem.split("-")[:2]): p
-            for p in sorted((corpus_dir / "k8s" / "cases").glob("create-*.yaml"))}
+    return {
+        "-".join(p.stem.split("-")[:2]): p
+        for p in sorted((corpus_dir / "k8s" / "cases").glob("create-*.yaml"))
+    }
 
 
 def test_every_create_case_has_an_expectation(corpus_dir: Path) -> None:

@@ -30,17 +30,23 @@ pytestmark = pytest.mark.corpus
 
 #: case id prefix -> (expected first finding, why: the case's established root cause)
 EXPECTED: dict[str, tuple[str, str]] = {
-    "lost-001": ("lost.plugin-unhealthy-app-xid",
-                 "Xid 69 (an application-class error NVIDIA handles by restarting the app) is "
-                 "not in the device plugin's skip list, so the plugin marked the GPU unhealthy "
-                 "for good"),
-    "lost-003": (UNDETERMINED,
-                 "the maintainer's DBE explanation is not in the evidence: the case quotes only "
-                 "the reporter's paraphrase of the plugin log, no Xid and no plugin line"),
-    "lost-004": ("lost.gpu-unreachable",
-                 "one GPU is lost ('GPU is lost' in nvidia-smi and in the admission error), so "
-                 "the plugin's GetPreferredAllocation fails and every pod on the node is "
-                 "rejected at admission"),
+    "lost-001": (
+        "lost.plugin-unhealthy-app-xid",
+        "Xid 69 (an application-class error NVIDIA handles by restarting the app) is "
+        "not in the device plugin's skip list, so the plugin marked the GPU unhealthy "
+        "for good",
+    ),
+    "lost-003": (
+        UNDETERMINED,
+        "the maintainer's DBE explanation is not in the evidence: the case quotes only "
+        "the reporter's paraphrase of the plugin log, no Xid and no plugin line",
+    ),
+    "lost-004": (
+        "lost.gpu-unreachable",
+        "one GPU is lost ('GPU is lost' in nvidia-smi and in the admission error), so "
+        "the plugin's GetPreferredAllocation fails and every pod on the node is "
+        "rejected at admission",
+    ),
 }
 
 #: GPU corpus file -> first finding of a node walk (no pod) over it
@@ -59,13 +65,10 @@ NODE_WALKS: dict[str, str] = {
     "dmesg/xid13-109-ctx-switch-timeout-peermem-ctime.log": "lost.xid-gpu-reset",
     "dmesg/xid13-43-sm-exception-dmesg-decode-gpud.log": "lost.application-xid",
     "nvidia-smi/errors/unable-device-handle-gpu-is-lost-linux.txt": "lost.gpu-unreachable",
-    "nvidia-smi/errors/unable-device-handle-unknown-error-2080ti-fell-off-bus.txt":
-        "lost.gpu-unreachable",
+    "nvidia-smi/errors/unable-device-handle-unknown-error-2080ti-fell-off-bus.txt": "lost.gpu-unreachable",
     # The driver, not a GPU: lost-card hands these to the node-onboarding checks.
-    "nvidia-smi/errors/nvml-driver-library-version-mismatch-570.txt":
-        "node.driver-library-mismatch",
-    "nvidia-smi/errors/nvidia-smi-failed-communicate-driver-gpu-operator-exit9.txt":
-        "node.nvidia-driver-not-loaded",
+    "nvidia-smi/errors/nvml-driver-library-version-mismatch-570.txt": "node.driver-library-mismatch",
+    "nvidia-smi/errors/nvidia-smi-failed-communicate-driver-gpu-operator-exit9.txt": "node.nvidia-driver-not-loaded",
     "nvidia-smi/errors/no-devices-were-found-plain.txt": "lost.gpu-init-failed",
     "nvidia-smi/text/gpud-a10-535.129.03-q-remap-pending.txt": "lost.row-remap-pending",
 }
@@ -84,8 +87,10 @@ def _path(tr: Transcript) -> str:
 
 
 def _cases(corpus_dir: Path) -> dict[str, Path]:
-    return {"-".join(p.stem.split("-")[:2]): p
-            for p in sorted((corpus_dir / "k8s" / "cases").glob("lost-*.yaml"))}
+    return {
+        "-".join(p.stem.split("-")[:2]): p
+        for p in sorted((corpus_dir / "k8s" / "cases").glob("lost-*.yaml"))
+    }
 
 
 def test_every_lost_case_has_an_expectation(corpus_dir: Path) -> None:

@@ -24,16 +24,22 @@ pytestmark = pytest.mark.corpus
 
 #: case id prefix -> (expected first finding, why: the case's established root cause)
 EXPECTED: dict[str, tuple[str, str]] = {
-    "oom-001": ("oom.gpu-memory-held-by-another-process",
-                "time-slicing gives no memory isolation: a co-located service held ~9 GiB while "
-                "PyTorch itself held 4.4 GiB ('already allocated' << total - free)"),
-    "oom-003": ("oom.dev-shm-too-small",
-                "/dev/shm is the runtime's 64 MB default; NCCL's shared-memory segments do not "
-                "fit (posix_fallocate: No space left on device)"),
-    "oom-007": (UNDETERMINED,
-                "the root cause (container memory limit too small, OOMKilled) is in the "
-                "reporter's words only: the case quotes no pod status, no exit code and no "
-                "memory error, just TensorFlow's device-init lines"),
+    "oom-001": (
+        "oom.gpu-memory-held-by-another-process",
+        "time-slicing gives no memory isolation: a co-located service held ~9 GiB while "
+        "PyTorch itself held 4.4 GiB ('already allocated' << total - free)",
+    ),
+    "oom-003": (
+        "oom.dev-shm-too-small",
+        "/dev/shm is the runtime's 64 MB default; NCCL's shared-memory segments do not "
+        "fit (posix_fallocate: No space left on device)",
+    ),
+    "oom-007": (
+        UNDETERMINED,
+        "the root cause (container memory limit too small, OOMKilled) is in the "
+        "reporter's words only: the case quotes no pod status, no exit code and no "
+        "memory error, just TensorFlow's device-init lines",
+    ),
 }
 
 
@@ -49,8 +55,10 @@ def _outcome(case: Path, tmp: Path) -> tuple[str, str]:
 
 
 def _cases(corpus_dir: Path) -> dict[str, Path]:
-    return {"-".join(p.stem.split("-")[:2]): p
-            for p in sorted((corpus_dir / "k8s" / "cases").glob("oom-*.yaml"))}
+    return {
+        "-".join(p.stem.split("-")[:2]): p
+        for p in sorted((corpus_dir / "k8s" / "cases").glob("oom-*.yaml"))
+    }
 
 
 def test_every_oom_case_has_an_expectation(corpus_dir: Path) -> None:

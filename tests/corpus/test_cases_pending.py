@@ -28,29 +28,43 @@ pytestmark = pytest.mark.corpus
 
 #: case id prefix -> (expected first finding, why: the case's established root cause)
 EXPECTED: dict[str, tuple[str, str]] = {
-    "pending-003": ("pending.no-device-plugin",
-                    "the device-plugin DaemonSet did not tolerate the GPU nodes' taint, so no "
-                    "plugin ran there and nvidia.com/gpu was never registered (the node shows "
-                    "only the legacy alpha.kubernetes.io/nvidia-gpu)"),
-    "pending-007": ("pending.insufficient-gpu",
-                    "the cluster's only GPU is allocated to a long-running pod; allocatable is "
-                    "not decremented by allocations, so Allocatable=1 is the normal busy state"),
-    "pending-008": ("pending.no-device-plugin",
-                    "the NVIDIA driver/device-plugin DaemonSet was removed, so the GPU node pool "
-                    "advertises no nvidia.com/gpu at all (key absent, not 0)"),
-    "pending-010": ("pending.device-plugin-nvml-init-failed",
-                    "Docker's default runtime was not nvidia, so the plugin container had no "
-                    "libnvidia-ml and could not load NVML"),
-    "pending-016": ("pending.healthcheck-unsupported",
-                    "the plugin could not register NVML health events for the old GPU and, in "
-                    "that version, marked it unhealthy: capacity without allocatable"),
-    "pending-018": (UNDETERMINED,
-                    "the quickstart claims named a ResourceClass that was never created, but the "
-                    "case quotes only `kubectl get po` (Pending): no claim, class or event to "
-                    "read"),
-    "pending-021": ("pending.gpu-quota-exceeded",
-                    "ResourceQuota inference-gpu-quota allows requests.nvidia.com/gpu=4 with 3 "
-                    "used; the new pod asks 2, so admission rejects the ReplicaSet's creates"),
+    "pending-003": (
+        "pending.no-device-plugin",
+        "the device-plugin DaemonSet did not tolerate the GPU nodes' taint, so no "
+        "plugin ran there and nvidia.com/gpu was never registered (the node shows "
+        "only the legacy alpha.kubernetes.io/nvidia-gpu)",
+    ),
+    "pending-007": (
+        "pending.insufficient-gpu",
+        "the cluster's only GPU is allocated to a long-running pod; allocatable is "
+        "not decremented by allocations, so Allocatable=1 is the normal busy state",
+    ),
+    "pending-008": (
+        "pending.no-device-plugin",
+        "the NVIDIA driver/device-plugin DaemonSet was removed, so the GPU node pool "
+        "advertises no nvidia.com/gpu at all (key absent, not 0)",
+    ),
+    "pending-010": (
+        "pending.device-plugin-nvml-init-failed",
+        "Docker's default runtime was not nvidia, so the plugin container had no "
+        "libnvidia-ml and could not load NVML",
+    ),
+    "pending-016": (
+        "pending.healthcheck-unsupported",
+        "the plugin could not register NVML health events for the old GPU and, in "
+        "that version, marked it unhealthy: capacity without allocatable",
+    ),
+    "pending-018": (
+        UNDETERMINED,
+        "the quickstart claims named a ResourceClass that was never created, but the "
+        "case quotes only `kubectl get po` (Pending): no claim, class or event to "
+        "read",
+    ),
+    "pending-021": (
+        "pending.gpu-quota-exceeded",
+        "ResourceQuota inference-gpu-quota allows requests.nvidia.com/gpu=4 with 3 "
+        "used; the new pod asks 2, so admission rejects the ReplicaSet's creates",
+    ),
 }
 
 
@@ -69,13 +83,15 @@ def _first(tr: Transcript) -> str:
 def test_every_pending_case_has_an_expected_verdict(corpus_dir: Path) -> None:
     keys = {"-".join(c.stem.split("-")[:2]) for c in _cases(corpus_dir)}
     assert keys, "no pending-* cases in the corpus"
-    assert keys == set(EXPECTED), f"unmapped: {sorted(keys - set(EXPECTED))}, " \
-                                  f"gone: {sorted(set(EXPECTED) - keys)}"
+    assert keys == set(EXPECTED), (
+        f"unmapped: {sorted(keys - set(EXPECTED))}, gone: {sorted(set(EXPECTED) - keys)}"
+    )
 
 
 @pytest.mark.parametrize("key", sorted(EXPECTED))
-def test_case_first_finding_names_the_root_cause(key: str, corpus_dir: Path,
-                                                 tmp_path: Path) -> None:
+def test_case_first_finding_names_the_root_cause(
+    key: str, corpus_dir: Path, tmp_path: Path
+) -> None:
     [case] = [c for c in _cases(corpus_dir) if c.stem.startswith(key + "-")]
     bundle = case_to_bundle(case, tmp_path / case.stem)
     tr = walk(load_playbooks(user_config=False), build_facts(read_bundle(bundle)))

@@ -35,15 +35,29 @@ def _expected(corpus_dir: Path) -> list[dict[str, Any]]:
 
 def _target(bundle: Path) -> list[str]:
     t = json.loads((bundle / "meta.json").read_text()).get("target", {})
-    pod = t.get("pod") or (f'{t["owner"]["kind"].lower()}/{t["owner"]["name"]}'
-                           if t.get("owner") else "unknown")
+    pod = t.get("pod") or (
+        f"{t['owner']['kind'].lower()}/{t['owner']['name']}" if t.get("owner") else "unknown"
+    )
     return [pod, "-n", t.get("namespace", "default")]
 
 
 def _first_finding(bundle: Path) -> tuple[str | None, dict[str, Any]]:
     proc = subprocess.run(
-        [sys.executable, "-m", "gputriage", *_target(bundle), "--from", str(bundle),
-         "--report", "json"], capture_output=True, text=True, timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "gputriage",
+            *_target(bundle),
+            "--from",
+            str(bundle),
+            "--report",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode in (0, 3, 4), f"{bundle.name}: exit {proc.returncode}: {proc.stderr}"
     report = json.loads(proc.stdout)
     findings = report.get("findings") or [{}]

@@ -23,14 +23,33 @@ def _text(corpus_dir: Path, rel: str) -> str:
 
 
 def _pod() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "train-0", "namespace": "ml", "uid": "u-1"},
-            "spec": {"nodeName": "gpu-1", "containers": [{
-                "name": "main", "image": "train:1",
-                "resources": {"limits": {"cpu": "16", "nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Running", "containerStatuses": [{
-                "name": "main", "ready": True, "restartCount": 0, "image": "train:1",
-                "state": {"running": {}}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "train-0", "namespace": "ml", "uid": "u-1"},
+        "spec": {
+            "nodeName": "gpu-1",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "train:1",
+                    "resources": {"limits": {"cpu": "16", "nvidia.com/gpu": "1"}},
+                }
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": "train:1",
+                    "state": {"running": {}},
+                }
+            ],
+        },
+    }
 
 
 def _walk(tmp_path: Path, files: dict[str, str]) -> tuple[Any, Any]:
@@ -69,15 +88,19 @@ def test_t4_at_x8_is_downtrained_even_when_idle(corpus_dir: Path, tmp_path: Path
 
 
 def test_idle_gen1_links_are_not_downtrained(corpus_dir: Path, tmp_path: Path) -> None:
-    for rel in ("xml/telegraf-rtx-3090-v12.xml", "xml/telegraf-rtx-3080-v12.xml",
-                "xml/telegraf-a100-sxm4-v12.xml"):
+    for rel in (
+        "xml/telegraf-rtx-3090-v12.xml",
+        "xml/telegraf-rtx-3080-v12.xml",
+        "xml/telegraf-a100-sxm4-v12.xml",
+    ):
         gpus = parse_perf(_text(corpus_dir, rel))
         assert gpus and all(g["pcie_width_current"] == g["pcie_width_max"] for g in gpus), rel
     idle = parse_perf(_text(corpus_dir, "xml/telegraf-rtx-3090-v12.xml"))[0]
     assert idle["pcie_gen_current"] == 1 and idle["pcie_gen_max"] == 4
     assert "gpu_idle" in idle["reasons"]
-    facts, t = _walk(tmp_path, {
-        "nvidia-smi.xml": _text(corpus_dir, "xml/telegraf-rtx-3090-v12.xml")})
+    facts, t = _walk(
+        tmp_path, {"nvidia-smi.xml": _text(corpus_dir, "xml/telegraf-rtx-3090-v12.xml")}
+    )
     assert not facts["gpu_perf"].values["any_pcie_downtrained"]
     assert not t.findings  # a running pod with nothing slowing it: the router asks the SRE
     assert t.question is not None and t.question.ref == "triage/symptom"
@@ -99,7 +122,14 @@ def test_topo_and_nvlink_of_real_captures(corpus_dir: Path) -> None:
     capture = _text(corpus_dir, H100_CAPTURE)
     section = capture.split("# $ nvidia-smi topo -m", 1)[1].split("\n####", 2)[1]
     topo = parse_topo(section)
-    assert topo["gpus"] == [{"name": "GPU0", "index": 0, "line": topo["gpus"][0]["line"],
-                             "cpu_affinity": "0-19", "numa_affinity": 0}]
+    assert topo["gpus"] == [
+        {
+            "name": "GPU0",
+            "index": 0,
+            "line": topo["gpus"][0]["line"],
+            "cpu_affinity": "0-19",
+            "numa_affinity": 0,
+        }
+    ]
     nvl = parse_nvlink(_text(corpus_dir, "text/gpud-a100-nvlink-status.txt"))
     assert len(nvl) == 8 and all(g["links"] == 12 and not g["inactive"] for g in nvl)

@@ -19,16 +19,18 @@ from gputriage.evidence.sources import NodeQuery
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(shutil.which("nvidia-smi") is None
-                       or ctypes.util.find_library("nvidia-ml") is None,
-                       reason="needs an NVIDIA GPU with its driver (nvidia-smi, libnvidia-ml)"),
+    pytest.mark.skipif(
+        shutil.which("nvidia-smi") is None or ctypes.util.find_library("nvidia-ml") is None,
+        reason="needs an NVIDIA GPU with its driver (nvidia-smi, libnvidia-ml)",
+    ),
 ]
 
 
 def nvidia_smi_gpus() -> list[tuple[str, str, int]]:
     """(uuid, pci bus id, total MiB) per GPU, from ``nvidia-smi -q -x``."""
-    xml = subprocess.run(["nvidia-smi", "-q", "-x"], check=True, capture_output=True,
-                         timeout=60).stdout
+    xml = subprocess.run(
+        ["nvidia-smi", "-q", "-x"], check=True, capture_output=True, timeout=60
+    ).stdout
     root = ET.fromstring(xml)
     gpus = []
     for gpu in root.iter("gpu"):

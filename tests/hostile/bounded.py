@@ -34,13 +34,20 @@ class Outcome:
     timed_out: bool
 
     def describe(self) -> str:
-        return (f"rc={self.returncode} timed_out={self.timed_out} elapsed={self.elapsed_s:.1f}s "
-                f"maxrss={self.max_rss_mib:.0f}MiB\nstdout: {self.stdout[-2000:]}\n"
-                f"stderr: {self.stderr[-3000:]}")
+        return (
+            f"rc={self.returncode} timed_out={self.timed_out} elapsed={self.elapsed_s:.1f}s "
+            f"maxrss={self.max_rss_mib:.0f}MiB\nstdout: {self.stdout[-2000:]}\n"
+            f"stderr: {self.stderr[-3000:]}"
+        )
 
 
-def run_bounded(code: str, *args: str, timeout: float = 60.0, memory_mib: int = 2048,
-                env: dict[str, str] | None = None) -> Outcome:
+def run_bounded(
+    code: str,
+    *args: str,
+    timeout: float = 60.0,
+    memory_mib: int = 2048,
+    env: dict[str, str] | None = None,
+) -> Outcome:
     """Run ``python -c code args...`` from the repo root under the limits."""
 
     def limit() -> None:
@@ -50,9 +57,14 @@ def run_bounded(code: str, *args: str, timeout: float = 60.0, memory_mib: int = 
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, stdout=out,
-                                stderr=err, preexec_fn=limit,
-                                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            cwd=ROOT,
+            stdout=out,
+            stderr=err,
+            preexec_fn=limit,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        )
         killed = threading.Event()
 
         def kill() -> None:
@@ -70,9 +82,14 @@ def run_bounded(code: str, *args: str, timeout: float = 60.0, memory_mib: int = 
         elapsed = time.monotonic() - started
         out.seek(0)
         err.seek(0)
-        return Outcome(proc.returncode, out.read().decode(errors="replace"),
-                       err.read().decode(errors="replace"), elapsed,
-                       usage.ru_maxrss / 1024, killed.is_set())
+        return Outcome(
+            proc.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            elapsed,
+            usage.ru_maxrss / 1024,
+            killed.is_set(),
+        )
 
 
 def write(path: Path, text: str) -> Path:

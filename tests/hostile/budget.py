@@ -29,7 +29,11 @@ def fuzz(scale: float = 1.0) -> settings:
         deadline=None,
         database=None,
         derandomize=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                               HealthCheck.filter_too_much, HealthCheck.large_base_example],
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+            HealthCheck.large_base_example,
+        ],
         print_blob=True,
     )

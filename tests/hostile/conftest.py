@@ -22,8 +22,10 @@ from tests.integration.conftest import _kube_api_reads_only  # noqa: F401  (sess
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "hostile: adversarial input (fuzzing, escapes, shell metacharacters, huge "
-                   "files, killed writers); budget via GPUTRIAGE_FUZZ_EXAMPLES")
+        "markers",
+        "hostile: adversarial input (fuzzing, escapes, shell metacharacters, huge "
+        "files, killed writers); budget via GPUTRIAGE_FUZZ_EXAMPLES",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,8 +18,10 @@ from gputriage.scenarios import scenario_path
 
 MARKUP = "[bold red]boom[/]"
 #: Terminal escapes whose payloads ("pwned", "ZXZpbA==") must never reach a terminal.
-ESCAPES = ("\x1b[31mred\x1b[0m \x1b]0;pwned\x07 \x1b]52;c;ZXZpbA==\x07 \x9b6n "
-           "\x1b[2J\x1b[H \x1b]8;;https://evil.example\x07link\x1b]8;;\x07 \rback")
+ESCAPES = (
+    "\x1b[31mred\x1b[0m \x1b]0;pwned\x07 \x1b]52;c;ZXZpbA==\x07 \x9b6n "
+    "\x1b[2J\x1b[H \x1b]8;;https://evil.example\x07link\x1b]8;;\x07 \rback"
+)
 #: Markdown that would add a heading, raw HTML and a link if it escaped its code block.
 MARKDOWN = "```\n# injected-heading\n<img src=x onerror=alert(1)>\n[click](https://evil.example)"
 #: Live escape sequences that must not appear anywhere a terminal or a ticket renders them.
@@ -32,13 +34,24 @@ SCENARIO = "lost-xid79"
 
 def _event(pod: dict[str, Any], name: str, reason: str, message: str) -> dict[str, Any]:
     meta = pod["metadata"]
-    return {"apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": reason,
-            "message": message, "count": 3,
-            "metadata": {"name": f"hostile.{name}", "namespace": meta["namespace"]},
-            "involvedObject": {"kind": "Pod", "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta["uid"]},
-            "firstTimestamp": "2024-08-13T10:41:00Z", "lastTimestamp": "2024-08-13T10:41:20Z",
-            "source": {"component": "kubelet", "host": "gpu-h100-07"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "count": 3,
+        "metadata": {"name": f"hostile.{name}", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "kind": "Pod",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+        },
+        "firstTimestamp": "2024-08-13T10:41:00Z",
+        "lastTimestamp": "2024-08-13T10:41:20Z",
+        "source": {"component": "kubelet", "host": "gpu-h100-07"},
+    }
 
 
 def write_hostile_bundle(root: Path) -> Path:
@@ -63,21 +76,28 @@ def write_hostile_bundle(root: Path) -> Path:
         text = path.read_text().replace(old_name, POD_NAME) if path.exists() else ""
         path.write_text(text + "".join(f"{line}\n" for line in lines))
 
-    append("container.log",
-           f"RuntimeError: CUDA error: an illegal memory access was encountered {MARKUP} "
-           f"{ESCAPES}",
-           f"torch.OutOfMemoryError: CUDA out of memory. {MARKDOWN}")
+    append(
+        "container.log",
+        f"RuntimeError: CUDA error: an illegal memory access was encountered {MARKUP} {ESCAPES}",
+        f"torch.OutOfMemoryError: CUDA out of memory. {MARKDOWN}",
+    )
     ns = pod["metadata"]["namespace"]
-    append("kubelet.log",
-           f'2024-08-13T10:41:17+0000 gpu-h100-07 kubelet[1688]: E0813 10:41:17.000001    1688 '
-           f'manager.go:1105] "Failed to allocate device plugin resource" err="no healthy '
-           f'devices present {MARKUP} {ESCAPES}" pod="{ns}/{POD_NAME}" '
-           f'resource="nvidia.com/gpu"')
-    append("dmesg.log",
-           f"[Tue Aug 13 10:41:30 2024] NVRM: Xid (PCI:0000:b8:00): 79, pid=4242, "
-           f"name={MARKUP}{ESCAPES}, GPU has fallen off the bus.")
-    append("device-plugin.log",
-           f"I0813 10:41:31.000000       1 health.go:177] XidCriticalError: Xid=79 on Device="
-           f"GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8 {MARKUP} {ESCAPES}; marking device as "
-           f"unhealthy.")
+    append(
+        "kubelet.log",
+        f"2024-08-13T10:41:17+0000 gpu-h100-07 kubelet[1688]: E0813 10:41:17.000001    1688 "
+        f'manager.go:1105] "Failed to allocate device plugin resource" err="no healthy '
+        f'devices present {MARKUP} {ESCAPES}" pod="{ns}/{POD_NAME}" '
+        f'resource="nvidia.com/gpu"',
+    )
+    append(
+        "dmesg.log",
+        f"[Tue Aug 13 10:41:30 2024] NVRM: Xid (PCI:0000:b8:00): 79, pid=4242, "
+        f"name={MARKUP}{ESCAPES}, GPU has fallen off the bus.",
+    )
+    append(
+        "device-plugin.log",
+        f"I0813 10:41:31.000000       1 health.go:177] XidCriticalError: Xid=79 on Device="
+        f"GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8 {MARKUP} {ESCAPES}; marking device as "
+        f"unhealthy.",
+    )
     return bundle

@@ -24,8 +24,7 @@ def write_secrets_bundle(root: Path) -> Path:
     pod = json.loads((bundle / "pod.json").read_text())
     container = pod["spec"]["containers"][0]
     container["env"] = [{"name": n, "value": v} for n, v in ENV] + container.get("env", [])
-    container.setdefault("args", []).extend(["--api-key=ApiSECRET09", "--password",
-                                             "PwSECRET08"])
+    container.setdefault("args", []).extend(["--api-key=ApiSECRET09", "--password", "PwSECRET08"])
     notes = pod["metadata"].setdefault("annotations", {})
     notes.update({f"example.com/planted-{i}": text for i, (text, _) in enumerate(PLANTED)})
     notes["example.com/tls-key"] = PEM
@@ -34,10 +33,15 @@ def write_secrets_bundle(root: Path) -> Path:
     events = json.loads((bundle / "events.json").read_text())
     template = events["items"][-1]
     for i, (text, _) in enumerate(PLANTED):
-        events["items"].append({**template, "metadata": {**template["metadata"],
-                                                         "name": f"planted.{i}"},
-                                "type": "Warning", "reason": "Failed",
-                                "message": f"\x1b[33mError: {text}\x1b[0m"})
+        events["items"].append(
+            {
+                **template,
+                "metadata": {**template["metadata"], "name": f"planted.{i}"},
+                "type": "Warning",
+                "reason": "Failed",
+                "message": f"\x1b[33mError: {text}\x1b[0m",
+            }
+        )
     (bundle / "events.json").write_text(json.dumps(events, separators=(",", ":")))
 
     lines = [f"\x1b[31mRuntimeError: CUDA error: {text}\x1b[0m" for text, _ in PLANTED]

@@ -31,8 +31,7 @@ DESCRIBE = "describe"
 #: Files larger than this are not used as seeds (mutating megabytes is slow and adds nothing).
 MAX_SEED_BYTES = 256 * 1024
 
-_FILE_KEYS: dict[str, Key] = {name: key for key, names in BUNDLE_FILES.items()
-                              for name in names}
+_FILE_KEYS: dict[str, Key] = {name: key for key, names in BUNDLE_FILES.items() for name in names}
 
 
 def _bundle_dirs() -> Iterator[Path]:
@@ -119,7 +118,8 @@ def seeds() -> dict[str, tuple[str, ...]]:
     found[Key.DEVICE_PLUGIN_LOG.value].append(kube_fixtures.XID_PLUGIN_LOG)
     found[SCHEDULER] += [kube_fixtures.UNSCHEDULABLE, kube_fixtures.QUOTA_REJECTION]
     found[Key.CONTAINER_LOG.value].append(
-        "step 9000 loss 1.71\nRuntimeError: CUDA error: unspecified launch failure\n")
+        "step 9000 loss 1.71\nRuntimeError: CUDA error: unspecified launch failure\n"
+    )
 
     for path in _corpus_files("gpu/dmesg") + _corpus_files("gpu/fabricmanager"):
         text = _read(path)
@@ -136,14 +136,18 @@ def seeds() -> dict[str, tuple[str, ...]]:
     found[Key.CONTAINER_LOG.value] += _case_strings("container_log")
     found[Key.DMESG.value] += _case_strings("dmesg")
     for text in _case_strings("events"):
-        found[SCHEDULER] += [line for line in text.splitlines() if "nodes are available" in line
-                             or "Insufficient" in line]
+        found[SCHEDULER] += [
+            line
+            for line in text.splitlines()
+            if "nodes are available" in line or "Insufficient" in line
+        ]
 
     found[Key.CONTAINER_LOG_PREVIOUS.value] += found[Key.CONTAINER_LOG.value]
     found[Key.DEV_NVIDIA.value].append(
         "crw-rw-rw- 1 root root 195,   0 Mar  5 09:58 /dev/nvidia0\n"
         "crw-rw-rw- 1 root root 195, 255 Mar  5 09:58 /dev/nvidiactl\n"
-        "ls: cannot access '/dev/nvidia-uvm': No such file or directory\n")
+        "ls: cannot access '/dev/nvidia-uvm': No such file or directory\n"
+    )
     empty = [name for name, docs in found.items() if not docs]
     for name in empty:  # every structured key at least gets an empty list
         found[name].append(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))

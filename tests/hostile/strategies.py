@@ -21,14 +21,74 @@ from tests.hostile.seeds import lines_of, seeds
 
 #: Things real inputs do not usually hold but hostile ones do.
 NASTY = (
-    "\x00", "\x1b[31m", "\x1b]0;pwned\x07", "\x1b]52;c;ZXZpbA==\x07", "\x9b6n", "\r", "\r\n",
-    "\t", "\x0b", "\x0c", "\u2028", "\u202e", "\ufeff", "\ud7ff", "\U0010ffff", "é", "𝔊",
-    "[bold red]boom[/]", "[/]", "[", "]", "{", "}", "<", ">", "</gpu>", "<gpu>", "&amp;",
-    "&#0;", "<!--", "]]>", '"', "'", "\\", "\\\"", "$(touch /tmp/gputriage-canary)", "`id`",
-    ";", "|", "&&", "%s%n", "{{", "}}", "N/A", "[N/A]", "ERR!", "Unknown Error", "-1", "0",
-    "NaN", "inf", "1e309", "18446744073709551616", "-9223372036854775809",
-    "99999999999999999999999999", "0x7fffffff", "Xid", "NVRM:", "PCI:", "0/", "nodes are "
-    "available:", "Insufficient ", "pod=", 'podUID="', "GPU-", "MiB", " kubelet[", "E0305 ",
+    "\x00",
+    "\x1b[31m",
+    "\x1b]0;pwned\x07",
+    "\x1b]52;c;ZXZpbA==\x07",
+    "\x9b6n",
+    "\r",
+    "\r\n",
+    "\t",
+    "\x0b",
+    "\x0c",
+    "\u2028",
+    "\u202e",
+    "\ufeff",
+    "\ud7ff",
+    "\U0010ffff",
+    "é",
+    "𝔊",
+    "[bold red]boom[/]",
+    "[/]",
+    "[",
+    "]",
+    "{",
+    "}",
+    "<",
+    ">",
+    "</gpu>",
+    "<gpu>",
+    "&amp;",
+    "&#0;",
+    "<!--",
+    "]]>",
+    '"',
+    "'",
+    "\\",
+    '\\"',
+    "$(touch /tmp/gputriage-canary)",
+    "`id`",
+    ";",
+    "|",
+    "&&",
+    "%s%n",
+    "{{",
+    "}}",
+    "N/A",
+    "[N/A]",
+    "ERR!",
+    "Unknown Error",
+    "-1",
+    "0",
+    "NaN",
+    "inf",
+    "1e309",
+    "18446744073709551616",
+    "-9223372036854775809",
+    "99999999999999999999999999",
+    "0x7fffffff",
+    "Xid",
+    "NVRM:",
+    "PCI:",
+    "0/",
+    "nodes are available:",
+    "Insufficient ",
+    "pod=",
+    'podUID="',
+    "GPU-",
+    "MiB",
+    " kubelet[",
+    "E0305 ",
 )
 
 _PRINTABLE = st.text(alphabet=st.characters(codec="utf-8"), max_size=80)
@@ -64,15 +124,25 @@ def _mutate(doc: str, draw: st.DrawFn, pool: tuple[str, ...]) -> str:
         if not digits:
             return doc
         k = draw(st.sampled_from(digits))
-        return doc[:k] + draw(st.sampled_from(
-            ("99999999999999999999999", "-1", "-0", "1e400", "NaN", "", "٣", "0x10"))) + doc[k:]
+        return (
+            doc[:k]
+            + draw(
+                st.sampled_from(
+                    ("99999999999999999999999", "-1", "-0", "1e400", "NaN", "", "٣", "0x10")
+                )
+            )
+            + doc[k:]
+        )
     if op == 8:  # an overlong line
-        return doc[:i] + draw(st.sampled_from(("A", "[", "0", "é", " "))) * draw(
-            st.integers(1000, 70000)) + doc[i:]
+        return (
+            doc[:i]
+            + draw(st.sampled_from(("A", "[", "0", "é", " "))) * draw(st.integers(1000, 70000))
+            + doc[i:]
+        )
     # a character replaced
     if not n:
         return doc
-    return doc[:i] + draw(st.characters(codec="utf-8")) + doc[i + 1:]
+    return doc[:i] + draw(st.characters(codec="utf-8")) + doc[i + 1 :]
 
 
 @st.composite
@@ -88,8 +158,9 @@ def mutated_seed(draw: st.DrawFn, kind: str) -> str:
 @st.composite
 def spliced_lines(draw: st.DrawFn, kind: str) -> str:
     pool = lines_of(kind) or ("",)
-    line = st.one_of(st.sampled_from(pool), st.sampled_from(pool), _PRINTABLE,
-                     st.sampled_from(NASTY))
+    line = st.one_of(
+        st.sampled_from(pool), st.sampled_from(pool), _PRINTABLE, st.sampled_from(NASTY)
+    )
     return "\n".join(draw(st.lists(line, max_size=40))) + draw(st.sampled_from(("", "\n")))
 
 
@@ -109,8 +180,15 @@ def _corrupted(draw: st.DrawFn, kind: str) -> bytes:
     op = draw(st.integers(0, 5))
     i = draw(st.integers(0, len(blob)))
     if op == 0:
-        return blob[:i] + draw(st.sampled_from((b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80",
-                                                b"\x00", b"\xfe\xff"))) + blob[i:]
+        return (
+            blob[:i]
+            + draw(
+                st.sampled_from(
+                    (b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80", b"\x00", b"\xfe\xff")
+                )
+            )
+            + blob[i:]
+        )
     if op == 1:
         return b"\xef\xbb\xbf" + blob  # a UTF-8 BOM, as Windows editors save
     if op == 2:

@@ -99,8 +99,10 @@ def test_a_huge_reply_is_not_read_past_the_cap(api: KubeAPI, tmp_path: Path) -> 
     client.max_response_bytes = 1 << 20
     reply, data = client.list_all(EVENTS)
     assert size > 7 << 20 and data is None
-    assert failure_status(reply) == (Status.ERROR, "the reply is larger than 1 MiB: not read "
-                                                   f"further (GET {EVENTS})")
+    assert failure_status(reply) == (
+        Status.ERROR,
+        f"the reply is larger than 1 MiB: not read further (GET {EVENTS})",
+    )
 
 
 def test_a_huge_list_stops_at_the_list_cap(api: KubeAPI, tmp_path: Path) -> None:
@@ -118,19 +120,39 @@ ESCAPES = "\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b6n"
 def run_cli(*argv: str, timeout: float) -> tuple[subprocess.CompletedProcess[bytes], float]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECACHEDIR": "/nonexistent"}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gputriage", *argv], capture_output=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", *argv],
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
     return done, time.monotonic() - started
 
 
 def test_api_error_bodies_cannot_drive_the_terminal(api: KubeAPI, tmp_path: Path) -> None:
-    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
-              "reason": "Forbidden",
-              "message": f"pods \"trainer-0\" is forbidden {ESCAPES} token=tokSECRET99"}
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": f'pods "trainer-0" is forbidden {ESCAPES} token=tokSECRET99',
+    }
     api.fail("/pods/trainer-0$", 403, json.dumps(status))
     config = api.write_kubeconfig(tmp_path / "kubeconfig")
-    done, _ = run_cli("trainer-0", "-n", "ml", "--kubeconfig", str(config), "--ssh", "off",
-                      "--report", "md", timeout=60)
+    done, _ = run_cli(
+        "trainer-0",
+        "-n",
+        "ml",
+        "--kubeconfig",
+        str(config),
+        "--ssh",
+        "off",
+        "--report",
+        "md",
+        timeout=60,
+    )
     assert done.returncode != 0
     err = done.stderr.decode()
     assert "forbidden" in err and "pwned" not in err, err
@@ -138,8 +160,9 @@ def test_api_error_bodies_cannot_drive_the_terminal(api: KubeAPI, tmp_path: Path
     assert b"\x9b" not in done.stderr and "tokSECRET99" not in err
 
 
-def test_headless_run_against_every_hostile_mode_exits_promptly(api: KubeAPI,
-                                                                 tmp_path: Path) -> None:
+def test_headless_run_against_every_hostile_mode_exits_promptly(
+    api: KubeAPI, tmp_path: Path
+) -> None:
     """Endless pagination (nodes), an endless body (events), a huge list (node pods): the
     report is written and the process exits, no thread left reading."""
     api.endless_pagination("^nodes$")
@@ -148,21 +171,37 @@ def test_headless_run_against_every_hostile_mode_exits_promptly(api: KubeAPI,
     config = api.write_kubeconfig(tmp_path / "kubeconfig")
     out = tmp_path / "summary.json"
     overrides = [f"--node-address={n}=127.0.0.1" for _, n in api.cluster.keys("", "nodes")]
-    done, elapsed = run_cli("trainer-0", "-n", "ml", "--kubeconfig", str(config), "--ssh",
-                            "off", "--request-timeout", "2", "--report", "json", "-o",
-                            str(out), *overrides, timeout=120)
+    done, elapsed = run_cli(
+        "trainer-0",
+        "-n",
+        "ml",
+        "--kubeconfig",
+        str(config),
+        "--ssh",
+        "off",
+        "--request-timeout",
+        "2",
+        "--report",
+        "json",
+        "-o",
+        str(out),
+        *overrides,
+        timeout=120,
+    )
     summary = json.loads(out.read_text())
     sources = {s["key"]: s for s in summary["sources"]}
     assert sources["events"]["status"] == "timeout", sources["events"]
     assert sources["nodes"]["status"] in ("error", "timeout"), sources["nodes"]
     # 2 s per call, lists bounded by 3 calls' time: well inside a minute, measured ~7 s.
     assert elapsed < 60, (elapsed, done.stderr.decode()[-2000:])
-    assert done.returncode in (EXIT_FINDING, EXIT_UNDETERMINED, EXIT_WAITING), \
-        done.stderr.decode()[-2000:]
+    assert done.returncode in (EXIT_FINDING, EXIT_UNDETERMINED, EXIT_WAITING), done.stderr.decode()[
+        -2000:
+    ]
 
 
-def test_scan_stops_an_endless_pod_list(api: KubeAPI, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scan_stops_an_endless_pod_list(
+    api: KubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gputriage.scan import collect as scan_collect
     from gputriage.scan.collect import Scope, scan
 

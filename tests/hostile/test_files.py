@@ -30,8 +30,14 @@ def bundle_at(tmp_path: Path) -> Path:
 
 def run_cli(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "gputriage", *argv], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "gputriage", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def test_a_fifo_named_container_log_is_refused_not_waited_on(tmp_path: Path) -> None:
@@ -45,8 +51,9 @@ def test_a_fifo_named_container_log_is_refused_not_waited_on(tmp_path: Path) -> 
     assert time.monotonic() - started < 5.0
     ev = evidence[Key.CONTAINER_LOG]
     assert ev.status is Status.ERROR
-    assert ev.detail == ("not read: bundle/container.log is a named pipe (FIFO): only regular "
-                         "files are read")
+    assert ev.detail == (
+        "not read: bundle/container.log is a named pipe (FIFO): only regular files are read"
+    )
     assert evidence[Key.POD].ok
 
 
@@ -75,8 +82,9 @@ def test_symlinks_leaving_the_bundle_are_refused(tmp_path: Path) -> None:
     evidence = read_bundle(bundle)
     kubelet = evidence[Key.KUBELET_LOG]
     assert kubelet.status is Status.ERROR and "SECRETHASH" not in kubelet.raw
-    assert kubelet.detail == (f"not read: bundle/kubelet.log is a symbolic link to {secret}, "
-                              "outside the bundle")
+    assert kubelet.detail == (
+        f"not read: bundle/kubelet.log is a symbolic link to {secret}, outside the bundle"
+    )
     assert "outside the bundle" in evidence[Key.CONTAINER_LOG].detail
     assert evidence[Key.DMESG].ok
 
@@ -105,11 +113,19 @@ def test_output_only_to_regular_files(tmp_path: Path, target: str) -> None:
 
 
 def test_output_to_a_process_substitution_is_refused_not_a_crash(tmp_path: Path) -> None:
-    script = (f'{sys.executable} -m gputriage llama-pretrain-worker-3 -n ml-prod '
-              f'--from {scenario_path("lost-xid79")} '
-              f'--report md -o >(cat > {tmp_path}/out.md)')
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    script = (
+        f"{sys.executable} -m gputriage llama-pretrain-worker-3 -n ml-prod "
+        f"--from {scenario_path('lost-xid79')} "
+        f"--report md -o >(cat > {tmp_path}/out.md)"
+    )
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
     assert "Traceback" not in done.stderr
     assert "it is a symbolic link to a pipe" in done.stderr or "it is a pipe" in done.stderr
 

@@ -93,8 +93,9 @@ def test_every_group_built_from_fuzzed_bundles(evidence: EvidenceSet) -> None:
         for field, value in group.values.items():
             default = declared[name].fields[field].default
             if isinstance(default, (list, dict)):
-                assert isinstance(value, type(default)), \
+                assert isinstance(value, type(default)), (
                     f"{name}.{field} is {type(value).__name__}, declared {type(default).__name__}"
+                )
             if value is not None:
                 check_cel_friendly(value, f"{name}.{field}")
         for path, refs in group.cites.items():

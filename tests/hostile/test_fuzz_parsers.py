@@ -29,8 +29,15 @@ from tests.hostile.seeds import DESCRIBE, SCHEDULER
 from tests.hostile.strategies import hostile_bytes, hostile_text
 from tests.hostile.wellformed import check_plain, line_count
 
-SNAPSHOT_STATUSES = {"ok", "no_devices", "driver_unreachable", "gpu_lost", "nvml_mismatch",
-                     "unknown_error", "unparsed"}
+SNAPSHOT_STATUSES = {
+    "ok",
+    "no_devices",
+    "driver_unreachable",
+    "gpu_lost",
+    "nvml_mismatch",
+    "unknown_error",
+    "unparsed",
+}
 SNAPSHOT_FORMATS = {"", "xml", "text", "table", "list", "csv", "error", "nvml"}
 PCI = re.compile(r"^[0-9A-F]{4,8}:[0-9A-F]{2}:[0-9A-F]{2}$")
 PCI_FULL = re.compile(r"^[0-9A-F]{4,8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
@@ -63,18 +70,29 @@ def test_nvidia_smi_xml_and_text(text: str) -> None:
     for gpu in snap.gpus:
         assert gpu.index >= 0
         assert gpu.pci_bus_id == "" or gpu.pci_bus_id == gpu.pci_bus_id.upper()
-        for name in ("memory_total_mib", "memory_used_mib", "ecc_volatile_sbe",
-                     "ecc_volatile_dbe", "ecc_aggregate_sbe", "ecc_aggregate_dbe",
-                     "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable",
-                     "remapped_rows_uncorrectable"):
+        for name in (
+            "memory_total_mib",
+            "memory_used_mib",
+            "ecc_volatile_sbe",
+            "ecc_volatile_dbe",
+            "ecc_aggregate_sbe",
+            "ecc_aggregate_dbe",
+            "retired_pages_sbe",
+            "retired_pages_dbe",
+            "remapped_rows_correctable",
+            "remapped_rows_uncorrectable",
+        ):
             value = getattr(gpu, name)
             assert value is None or value >= 0, f"{name} = {value}"
 
 
 @fuzz()
-@given(hostile_text(Key.KUBELET_LOG.value),
-       st.sampled_from(["", "ml"]), st.sampled_from(["", "trainer-0", "case-pod", "[x]"]),
-       st.sampled_from(["", "6b1f0a6e-2f8e-4b8a-9d53-0c4a4c6f1b2e"]))
+@given(
+    hostile_text(Key.KUBELET_LOG.value),
+    st.sampled_from(["", "ml"]),
+    st.sampled_from(["", "trainer-0", "case-pod", "[x]"]),
+    st.sampled_from(["", "6b1f0a6e-2f8e-4b8a-9d53-0c4a4c6f1b2e"]),
+)
 def test_kubelet_journal(text: str, namespace: str, pod: str, uid: str) -> None:
     journal = parse_kubelet_journal(text, namespace=namespace, pod=pod, uid=uid)
     check_plain(journal, "kubelet", max_line=line_count(text))
@@ -124,8 +142,11 @@ def test_container_log(text: str) -> None:
 
 
 @fuzz()
-@given(hostile_text(Key.LSMOD.value), hostile_text(Key.DEV_NVIDIA.value),
-       hostile_text(Key.CONTAINERD_CONFIG.value))
+@given(
+    hostile_text(Key.LSMOD.value),
+    hostile_text(Key.DEV_NVIDIA.value),
+    hostile_text(Key.CONTAINERD_CONFIG.value),
+)
 def test_host_files(lsmod: str, dev: str, toml: str) -> None:
     check_plain(parse_lsmod(lsmod), "lsmod")
     check_plain(parse_dev_nvidia(dev), "dev-nvidia")

@@ -45,11 +45,15 @@ def check_terminal(output: str, where: str) -> None:
 
 
 async def test_screen_shows_markup_literally_and_no_escape_reaches_the_terminal(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     bundle = write_hostile_bundle(tmp_path)
-    app = TriageApp(BundleSession(bundle, description="bundle hostile"),
-                    notes_path=tmp_path / "notes.json", export_dir=tmp_path / "out",
-                    clock=lambda: NOW)
+    app = TriageApp(
+        BundleSession(bundle, description="bundle hostile"),
+        notes_path=tmp_path / "notes.json",
+        export_dir=tmp_path / "out",
+        clock=lambda: NOW,
+    )
     seen_markup: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
@@ -105,7 +109,7 @@ def outside_fences(markdown: str) -> str:
     for line in markdown.splitlines():
         stripped = line.lstrip(" ")
         if fence:
-            if stripped.startswith(fence) and not stripped[len(fence):].strip("`").strip():
+            if stripped.startswith(fence) and not stripped[len(fence) :].strip("`").strip():
                 fence = ""
             continue
         m = re.match(r"(`{3,}|~{3,})", stripped)
@@ -132,8 +136,9 @@ def test_headless_reports_of_a_hostile_bundle_are_inert(tmp_path: Path) -> None:
     evidence = read_bundle(bundle)
     facts = build_facts(evidence)
     # Answering the router's question leads to a finding with fix commands and excerpts.
-    transcript = walk(load_playbooks(user_config=False), facts,
-                      answers={"triage/symptom": "gpu-errors"})
+    transcript = walk(
+        load_playbooks(user_config=False), facts, answers={"triage/symptom": "gpu-errors"}
+    )
     assert transcript.visits
     check_export_json(render("json", "bundle hostile", "", evidence, facts, transcript, []))
     check_export_markdown(render("md", "bundle hostile", "", evidence, facts, transcript, []))

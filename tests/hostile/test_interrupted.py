@@ -55,9 +55,13 @@ def check_export(text: str) -> int:
 
 
 def spawn(out: Path, notes: Path, start: int, mode: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(out), str(notes), str(start),
-                             mode], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(out), str(notes), str(start), mode],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def kill_soon(proc: subprocess.Popen[str], kill: int) -> list[int]:
@@ -85,7 +89,8 @@ def test_sigkill_mid_write_leaves_exports_and_notes_intact(tmp_path: Path) -> No
         texts = [note["text"] for note in data["notes"]]
         assert len(texts) >= confirmed + 1
         assert [t.split()[1] for t in texts[: confirmed + 1]] == [
-            str(i) for i in range(confirmed + 1)]
+            str(i) for i in range(confirmed + 1)
+        ]
         start = len(texts)
 
     assert len(NotesStore(notes).notes) >= confirmed + 1

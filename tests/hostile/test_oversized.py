@@ -73,13 +73,17 @@ def test_gigabyte_logs_in_a_bundle_are_tailed(tmp_path: Path) -> None:
     for name in ("pod.json", "events.json", "node.json"):
         (bundle / name).write_bytes((src / name).read_bytes())
     kernel = (src / "dmesg.log").read_text()
-    filler = ("[Tue Aug 13 09:00:00 2024] cali5f1e9a3b2c4: link becomes ready, eth0 carrier on\n"
-              * (20 * MIB // 80))
+    filler = "[Tue Aug 13 09:00:00 2024] cali5f1e9a3b2c4: link becomes ready, eth0 carrier on\n" * (
+        20 * MIB // 80
+    )
     sparse_log(bundle / "dmesg.log", GIB, filler + kernel)
     kubelet = (src / "kubelet.log").read_text()
     sparse_log(bundle / "kubelet.log", GIB, filler + kubelet)
-    sparse_log(bundle / "container.log", GIB, "x" * (20 * MIB) + "\nRuntimeError: CUDA error: "
-               "an illegal memory access was encountered\n")
+    sparse_log(
+        bundle / "container.log",
+        GIB,
+        "x" * (20 * MIB) + "\nRuntimeError: CUDA error: an illegal memory access was encountered\n",
+    )
     sparse_log(bundle / "device-plugin.log", GIB, "")  # all NULs: not text
 
     outcome = run_bounded(READ_BUNDLE, str(bundle), timeout=120, memory_mib=2048)
@@ -104,8 +108,12 @@ def test_oversized_fields_and_lines(tmp_path: Path) -> None:
     events = json.loads((src / "events.json").read_text())
     events["items"][0]["message"] = "Insufficient nvidia.com/gpu " * (400_000)
     (bundle / "events.json").write_text(json.dumps(events))
-    (bundle / "dmesg.log").write_text("NVRM: Xid (PCI:0000:3b:00): 79, " + "p" * (12 * MIB)
-                                      + "\n" + (src / "dmesg.log").read_text())
+    (bundle / "dmesg.log").write_text(
+        "NVRM: Xid (PCI:0000:3b:00): 79, "
+        + "p" * (12 * MIB)
+        + "\n"
+        + (src / "dmesg.log").read_text()
+    )
     outcome = run_bounded(READ_BUNDLE, str(bundle), timeout=60, memory_mib=3072)
     assert outcome.returncode == 0 and not outcome.timed_out, outcome.describe()
     assert outcome.max_rss_mib < 1024, outcome.describe()
@@ -128,9 +136,11 @@ print(json.dumps([ev.status.value, ev.detail, len(ev.raw), source.bytes_received
 
 @pytest.mark.integration
 def test_a_gigabyte_journal_stream_is_cut_on_the_node(lab: SshLab) -> None:
-    line = ("2026-03-05T10:06:41+0000 gpu-node-1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, "
-            "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
-    lab.write_tool("journalctl", f"yes \"{line}\" | head -c {GIB}\n")
+    line = (
+        "2026-03-05T10:06:41+0000 gpu-node-1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, "
+        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    )
+    lab.write_tool("journalctl", f'yes "{line}" | head -c {GIB}\n')
     outcome = run_bounded(NODE_CHILD, str(lab.config), str(lab.known_hosts), timeout=150)
     assert outcome.returncode == 0 and not outcome.timed_out, outcome.describe()
     status, detail, raw_len, received = json.loads(outcome.stdout.strip().splitlines()[-1])
@@ -155,8 +165,12 @@ print(json.dumps([ev.status.value, ev.detail[:300], len(ev.raw)]))
 
 def test_an_api_that_ignores_limit_bytes_cannot_flood_memory(tmp_path: Path) -> None:
     with KubeAPI(gpu_cluster()) as api:
-        api.fail(r"/pods/trainer-0/log$", 200, b"step 1 loss 2.0\n" * (6 * MIB),
-                 content_type="text/plain")
+        api.fail(
+            r"/pods/trainer-0/log$",
+            200,
+            b"step 1 loss 2.0\n" * (6 * MIB),
+            content_type="text/plain",
+        )
         config = api.write_kubeconfig(tmp_path / "kubeconfig")
         outcome = run_bounded(API_CHILD, str(config), timeout=120, memory_mib=3072)
         logged = [r for r in api.requests if r.path.endswith("/log")]
@@ -172,11 +186,16 @@ def test_an_api_that_ignores_limit_bytes_cannot_flood_memory(tmp_path: Path) -> 
 
 HUGE_INT = "9" * 5000  # past Python's 4300-digit int() limit
 PARSERS = {
-    Key.DMESG.value: parse_text, Key.NVIDIA_SMI.value: parse_nvidia_smi,
-    Key.KUBELET_LOG.value: parse_kubelet_journal, SCHEDULER: parse_scheduler_message,
-    Key.DEVICE_PLUGIN_LOG.value: parse_device_plugin_log, DESCRIBE: parse_pod_describe,
-    Key.CONTAINER_LOG.value: scan_container_log, Key.LSMOD.value: parse_lsmod,
-    Key.DEV_NVIDIA.value: parse_dev_nvidia, Key.CONTAINERD_CONFIG.value: parse_containerd_config,
+    Key.DMESG.value: parse_text,
+    Key.NVIDIA_SMI.value: parse_nvidia_smi,
+    Key.KUBELET_LOG.value: parse_kubelet_journal,
+    SCHEDULER: parse_scheduler_message,
+    Key.DEVICE_PLUGIN_LOG.value: parse_device_plugin_log,
+    DESCRIBE: parse_pod_describe,
+    Key.CONTAINER_LOG.value: scan_container_log,
+    Key.LSMOD.value: parse_lsmod,
+    Key.DEV_NVIDIA.value: parse_dev_nvidia,
+    Key.CONTAINERD_CONFIG.value: parse_containerd_config,
 }
 
 
@@ -206,13 +225,15 @@ def test_huge_integers_through_decode_and_facts(key: Key) -> None:
             problems.append(f"decode raised {type(exc).__name__}")
             continue
         facts = build_facts(EvidenceSet([pod, ev] if key is not Key.POD else [ev]))
-        problems += [g.reason[:120] for g in facts.groups.values()
-                     if "internal error" in g.reason]
+        problems += [g.reason[:120] for g in facts.groups.values() if "internal error" in g.reason]
     assert not problems, sorted(set(problems))
 
 
-@pytest.mark.parametrize("blob", [b"[" * 100_000, b'{"a":' * 100_000, b"- " * 100_000 + b"x"],
-                         ids=["json-arrays", "json-objects", "yaml-lists"])
+@pytest.mark.parametrize(
+    "blob",
+    [b"[" * 100_000, b'{"a":' * 100_000, b"- " * 100_000 + b"x"],
+    ids=["json-arrays", "json-objects", "yaml-lists"],
+)
 def test_nesting_100000_deep_is_an_error_not_a_crash(blob: bytes) -> None:
     ev = decode(Key.EVENTS, blob, source="deep/events.json")
     assert ev.status is Status.ERROR, ev.detail

@@ -111,8 +111,11 @@ def mutated_playbook(draw: st.DrawFn) -> str:
             lines[i] = " " * draw(st.integers(0, 9)) + lines[i].lstrip(" ")
         elif op == 3:
             j = draw(st.integers(0, len(lines[i])))
-            nasty = draw(st.sampled_from((*NASTY, ":", "- ", "&a ", "*a", "!!python/object ",
-                                          "{{", "'", "\t")))
+            nasty = draw(
+                st.sampled_from(
+                    (*NASTY, ":", "- ", "&a ", "*a", "!!python/object ", "{{", "'", "\t")
+                )
+            )
             lines[i] = lines[i][:j] + nasty + lines[i][j:]
         elif op == 4:
             lines = lines[:i]  # cut off
@@ -164,18 +167,31 @@ def billion_laughs(levels: int = 9) -> str:
 
 
 def legal_but_big(steps: int) -> str:
-    out = ["format_version: 1", "id: big", "title: A big legal playbook", "start: s0",
-           "steps:"]
+    out = ["format_version: 1", "id: big", "title: A big legal playbook", "start: s0", "steps:"]
     for i in range(steps):
         nxt = f"goto: s{i + 1}" if i + 1 < steps else "conclude: big.end"
-        out += [f"  s{i}:", f"    prompt: Step {i} of a long chain?", "    branches:",
-                f"      - when: pod.known && pod.gpu_total > {i} && "
-                f"pod.containers.exists(c, c.name == 'c{i}')",
-                f"        because: restarts above {i}", "        conclude: big.end",
-                "    otherwise:", "      because: not yet", f"      {nxt}"]
-    out += ["findings:", "  big.end:", "    requires: pod.known", "    severity: info",
-            "    title: End",
-            "    summary: The end.", "    fix:", "      summary: Nothing."]
+        out += [
+            f"  s{i}:",
+            f"    prompt: Step {i} of a long chain?",
+            "    branches:",
+            f"      - when: pod.known && pod.gpu_total > {i} && "
+            f"pod.containers.exists(c, c.name == 'c{i}')",
+            f"        because: restarts above {i}",
+            "        conclude: big.end",
+            "    otherwise:",
+            "      because: not yet",
+            f"      {nxt}",
+        ]
+    out += [
+        "findings:",
+        "  big.end:",
+        "    requires: pod.known",
+        "    severity: info",
+        "    title: End",
+        "    summary: The end.",
+        "    fix:",
+        "      summary: Nothing.",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -185,28 +201,46 @@ def literal(n: int, item: str = "0") -> str:
 
 XIDS_DMESG = "".join(
     f"[Tue Mar  5 10:{i // 60 % 60:02d}:{i % 60:02d} 2026] NVRM: Xid (PCI:0000:{i % 256:02x}:00):"
-    f" {13 + i % 100}, pid=1234, name=python, Graphics Exception\n" for i in range(2000))
-POD = {"apiVersion": "v1", "kind": "Pod",
-       "metadata": {"name": "trainer-0", "namespace": "ml", "uid": "u-1"},
-       "spec": {"nodeName": "gpu-node-1",
-                "containers": [{"name": "c0", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
-       "status": {"phase": "Running", "containerStatuses": [
-           {"name": "c0", "ready": False, "restartCount": 3,
-            "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
+    f" {13 + i % 100}, pid=1234, name=python, Graphics Exception\n"
+    for i in range(2000)
+)
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "trainer-0", "namespace": "ml", "uid": "u-1"},
+    "spec": {
+        "nodeName": "gpu-node-1",
+        "containers": [{"name": "c0", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+    },
+    "status": {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": "c0",
+                "ready": False,
+                "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            }
+        ],
+    },
+}
 
 #: Conditions that explode in time or size when evaluated.
 CEL_BOMBS = {
     "nested-map-over-literals": (
-        f"{literal(300)}.map(a, {literal(300)}.map(b, {literal(300)}.map(c, a))).size() > 0"),
+        f"{literal(300)}.map(a, {literal(300)}.map(b, {literal(300)}.map(c, a))).size() > 0"
+    ),
     "cubic-strings": (
         f"{literal(100, repr('x' * 1000))}.map(a, {literal(100, repr('y' * 1000))}"
-        f".map(b, {literal(100, repr('z' * 1000))}.map(c, a + b + c))).size() > 0"),
+        f".map(b, {literal(100, repr('z' * 1000))}.map(c, a + b + c))).size() > 0"
+    ),
     # 120 KB of "1 + 1 + ...": evaluating the 30,000-deep tree overflows the CEL engine's
     # stack (SIGSEGV, measured: from ~20,000 terms), taking the whole process down.
     "deep-expression-tree": " + ".join(["1"] * 30_000) + " > 0",
     "cubic-over-fact-list": (
         "kernel.xids.all(a, kernel.xids.all(b, kernel.xids.all(c, a.code + b.code >= c.code - "
-        "1000000)))"),
+        "1000000)))"
+    ),
 }
 
 
@@ -220,8 +254,9 @@ def _run_child(tmp: Path, name: str, text: str, *, walk: bool = False) -> dict[s
         write(bundle / "dmesg.log", XIDS_DMESG)
         args.append(str(bundle))
     outcome = run_bounded(CHILD, *args, timeout=DEADLINE_S, memory_mib=MEMORY_MIB)
-    assert not outcome.timed_out, f"{name}: still running after {DEADLINE_S:.0f} s\n" \
-                                  f"{outcome.describe()}"
+    assert not outcome.timed_out, (
+        f"{name}: still running after {DEADLINE_S:.0f} s\n{outcome.describe()}"
+    )
     assert outcome.returncode == 0, f"{name}: the loader crashed\n{outcome.describe()}"
     result: dict[str, object] = json.loads(outcome.stdout.strip().splitlines()[-1])
     result["max_rss_mib"] = outcome.max_rss_mib
@@ -234,13 +269,20 @@ def _problems_in(result: dict[str, object], name: str) -> list[dict[str, object]
     return [p for p in problems if str(p["file"]).endswith(name)]
 
 
-@pytest.mark.parametrize("name, text", [
-    ("laughs.yaml", billion_laughs()),
-    ("deep-flow.yaml", "format_version: 1\nid: deep\nsteps: " + "[" * 100_000 + "\n"),
-    ("deep-block.yaml", "format_version: 1\nid: deep\nsteps:\n" + "".join(
-        f"{' ' * (i + 1)}k:\n" for i in range(1100))),
-    ("huge.yaml", "# " + "x" * (2 * 1024 * 1024) + "\n"),
-], ids=["billion-laughs", "deep-flow", "deep-block", "over-1MiB"])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("laughs.yaml", billion_laughs()),
+        ("deep-flow.yaml", "format_version: 1\nid: deep\nsteps: " + "[" * 100_000 + "\n"),
+        (
+            "deep-block.yaml",
+            "format_version: 1\nid: deep\nsteps:\n"
+            + "".join(f"{' ' * (i + 1)}k:\n" for i in range(1100)),
+        ),
+        ("huge.yaml", "# " + "x" * (2 * 1024 * 1024) + "\n"),
+    ],
+    ids=["billion-laughs", "deep-flow", "deep-block", "over-1MiB"],
+)
 def test_bombs_are_refused_with_a_located_problem(tmp_path: Path, name: str, text: str) -> None:
     result = _run_child(tmp_path, name, text)
     mine = _problems_in(result, name)
@@ -279,15 +321,18 @@ def test_exploding_cel_is_refused_or_bounded(tmp_path: Path, bomb: str) -> None:
 #: for more than 300 s. The run-time budget must stop it before it runs.
 FILTER_NESTING = "kernel.xids.all(a, kernel.xids.filter(z, true).all(b, b.code >= a.code - 99))"
 #: One filter deeper: the load-time nesting check sees through ``filter(...)`` chains.
-FILTER_NESTING_DEEPER = ("kernel.xids.all(a, kernel.xids.filter(z, true).all(b, "
-                         "kernel.xids.filter(y, y.code == b.code).size() >= 0))")
+FILTER_NESTING_DEEPER = (
+    "kernel.xids.all(a, kernel.xids.filter(z, true).all(b, "
+    "kernel.xids.filter(y, y.code == b.code).size() >= 0))"
+)
 
 
 def test_filter_nesting_bypass_is_stopped_by_the_run_time_budget(tmp_path: Path) -> None:
     condition = json.dumps(FILTER_NESTING)
     # The finding declares what it requires, so the playbook is valid as a whole.
-    template = TEMPLATE.replace("    severity: info\n", "    severity: info\n    requires:\n"
-                                                     "      - kernel.known\n")
+    template = TEMPLATE.replace(
+        "    severity: info\n", "    severity: info\n    requires:\n      - kernel.known\n"
+    )
     text = template.format(route='"true"', branch=condition)
     result = _run_child(tmp_path, "hostile.yaml", text, walk=True)
     assert _problems_in(result, "hostile.yaml") == []  # legal at load: the budget decides
@@ -299,5 +344,6 @@ def test_filter_nesting_bypass_is_stopped_by_the_run_time_budget(tmp_path: Path)
 def test_deeper_filter_nesting_is_refused_at_load(tmp_path: Path) -> None:
     text = TEMPLATE.format(route='"true"', branch=json.dumps(FILTER_NESTING_DEEPER))
     mine = _problems_in(_run_child(tmp_path, "hostile.yaml", text), "hostile.yaml")
-    assert [(p["line"], "iterates 'kernel.xids' inside 2 macros" in str(p["message"]))
-            for p in mine] == [(13, True)]
+    assert [
+        (p["line"], "iterates 'kernel.xids' inside 2 macros" in str(p["message"])) for p in mine
+    ] == [(13, True)]

@@ -21,8 +21,9 @@ def test_each_planted_form_is_redacted(text: str, secret: str) -> None:
 
 
 @pytest.mark.parametrize(("block", "secrets"), BLOCKS, ids=["pem", "pgp"])
-def test_private_key_blocks_whole_cut_and_line_by_line(block: str,
-                                                       secrets: tuple[str, ...]) -> None:
+def test_private_key_blocks_whole_cut_and_line_by_line(
+    block: str, secrets: tuple[str, ...]
+) -> None:
     whole = clean(block)
     assert whole == MASK
     cut = block.rsplit("\n", 2)[0]  # the END line lost
@@ -45,9 +46,11 @@ def test_escapes_are_stripped_before_redaction() -> None:
 
 
 def test_env_entries_compact_and_structured() -> None:
-    compact = ('{"spec":{"containers":[{"env":['
-               + ",".join(f'{{"name":"{n}","value":"{v}"}}' for n, v in ENV)
-               + ',{"name":"MODEL","value":"llama-3-8b"}]}]}}')
+    compact = (
+        '{"spec":{"containers":[{"env":['
+        + ",".join(f'{{"name":"{n}","value":"{v}"}}' for n, v in ENV)
+        + ',{"name":"MODEL","value":"llama-3-8b"}]}]}}'
+    )
     out = clean(compact)
     assert not any(v in out for _, v in ENV)
     assert '"value":"llama-3-8b"' in out
@@ -59,17 +62,23 @@ def test_env_entries_compact_and_structured() -> None:
 
 def test_references_to_secrets_are_kept() -> None:
     """Names of secrets and their keys are diagnosis, not secrets."""
-    for text in ('secret "registry-creds" not found',
-                 'secretName: hf-token', '"secretKeyRef": {"name": "db", "key": "password"}',
-                 "automountServiceAccountToken: true", "--token-file /var/run/token",
-                 "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."):
+    for text in (
+        'secret "registry-creds" not found',
+        "secretName: hf-token",
+        '"secretKeyRef": {"name": "db", "key": "password"}',
+        "automountServiceAccountToken: true",
+        "--token-file /var/run/token",
+        "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.",
+    ):
         assert redact_text(text) == text, text
 
 
 #: One sample per catalogue rule, with the secret it must remove.
 RULE_SAMPLES = {
-    "private-key-block": ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH "
-                          "PRIVATE KEY-----", "b3Blbn"),
+    "private-key-block": (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----",
+        "b3Blbn",
+    ),
     "private-key-body": ("    " + "Qk" * 32, "Qk" * 32),
     "authorization-header": ("Proxy-Authorization: Digest dgSECRET", "dgSECRET"),
     "api-key-header": ("X-Vault-Token: hvs.SECRETvault", "hvs.SECRETvault"),
@@ -111,10 +120,16 @@ def test_rule_names_are_unique() -> None:
 #: Shapes that made an unbounded name pattern backtrack quadratically ("a.a.a..." of 40 KB
 #: took 90 s): each rule must stay linear. 200 KB each; the bound only proves "no stall".
 PATHOLOGICAL = {
-    "dots": "a." * 100_000, "dashes": "-a" * 100_000, "schemes": "ab://" * 40_000,
-    "colons": "a:" * 100_000, "flags": "--password-" * 20_000, "names": "password." * 20_000,
-    "json-names": '"name":"' * 25_000, "escaped-quotes": '\\"' * 100_000,
-    "begin-blocks": "-----BEGIN RSA PRIVATE KEY-----" * 6_000, "bearers": "bearer " * 30_000,
+    "dots": "a." * 100_000,
+    "dashes": "-a" * 100_000,
+    "schemes": "ab://" * 40_000,
+    "colons": "a:" * 100_000,
+    "flags": "--password-" * 20_000,
+    "names": "password." * 20_000,
+    "json-names": '"name":"' * 25_000,
+    "escaped-quotes": '\\"' * 100_000,
+    "begin-blocks": "-----BEGIN RSA PRIVATE KEY-----" * 6_000,
+    "bearers": "bearer " * 30_000,
 }
 
 

@@ -55,8 +55,9 @@ def test_the_bundle_really_holds_the_secrets(bundle: Path) -> None:
 def test_summary_exports_hold_no_secret(bundle: Path) -> None:
     evidence = read_bundle(bundle)
     facts = build_facts(evidence)
-    transcript = walk(load_playbooks(user_config=False), facts,
-                      answers={"triage/symptom": "gpu-errors"})
+    transcript = walk(
+        load_playbooks(user_config=False), facts, answers={"triage/symptom": "gpu-errors"}
+    )
     assert transcript.visits
     md = render("md", "bundle secrets", "", evidence, facts, transcript, [])
     js = render("json", "bundle secrets", "", evidence, facts, transcript, [])
@@ -66,8 +67,9 @@ def test_summary_exports_hold_no_secret(bundle: Path) -> None:
     json.loads(js)
 
 
-def test_headless_cli_stdout_and_file_hold_no_secret(bundle: Path, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_headless_cli_stdout_and_file_hold_no_secret(
+    bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for fmt in ("md", "json"):
         assert main([*POD, "--from", str(bundle), "--report", fmt]) in _REPORTED
         out, err = capsys.readouterr()
@@ -90,15 +92,30 @@ def test_scan_reports_hold_no_secret() -> None:
     now = time.time()
     pods = []
     for i, (text, _) in enumerate(PLANTED):
-        pods.append({
-            "metadata": {"name": f"trainer-{i}", "namespace": "ml", "uid": f"u{i}",
-                         "creationTimestamp": "2020-01-01T00:00:00Z"},
-            "spec": {"containers": [{"name": "c", "resources": {
-                "limits": {"nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Pending", "conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                "message": f"\x1b]0;pwned\x07 [link=x]{text}"}]},
-        })
+        pods.append(
+            {
+                "metadata": {
+                    "name": f"trainer-{i}",
+                    "namespace": "ml",
+                    "uid": f"u{i}",
+                    "creationTimestamp": "2020-01-01T00:00:00Z",
+                },
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+                },
+                "status": {
+                    "phase": "Pending",
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": f"\x1b]0;pwned\x07 [link=x]{text}",
+                        }
+                    ],
+                },
+            }
+        )
     fleet = Fleet(now, 600)
     fleet.holders_complete = True
     fleet.add_pods(len(pods), [p for p in map(pod_info, pods) if p])
@@ -116,9 +133,12 @@ async def test_tui_export_holds_no_secret(bundle: Path, tmp_path: Path) -> None:
     from gputriage.tui.app import TriageApp
     from tests.tui.harness import NOW, settle
 
-    app = TriageApp(BundleSession(bundle, description="bundle secrets"),
-                    notes_path=tmp_path / "notes.json", export_dir=tmp_path / "out",
-                    clock=lambda: NOW)
+    app = TriageApp(
+        BundleSession(bundle, description="bundle secrets"),
+        notes_path=tmp_path / "notes.json",
+        export_dir=tmp_path / "out",
+        clock=lambda: NOW,
+    )
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot, app)
         await pilot.press("e")

@@ -48,8 +48,13 @@ HOSTILE = {"ns": NS, "pod": POD, "node": NODE, "uid": UID, "since": SINCE}
 def api() -> Iterator[KubeAPI]:
     cluster = gpu_cluster()
     node = gpu_node(NODE, address="10.0.0.9")
-    target = pod(POD, NS, node=NODE, containers=[container(CONTAINER, gpus=1)],
-                 statuses=[running(CONTAINER, restarts=1)])
+    target = pod(
+        POD,
+        NS,
+        node=NODE,
+        containers=[container(CONTAINER, gpus=1)],
+        statuses=[running(CONTAINER, restarts=1)],
+    )
     target["metadata"]["uid"] = UID
     cluster.add(namespace(NS))
     cluster.add(node)
@@ -68,10 +73,25 @@ def canaries(lab: SshLab) -> list[str]:
 
 def triage_args(api: KubeAPI, lab: SshLab, tmp: Path, *extra: str) -> argparse.Namespace:
     kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
-    return build_parser().parse_args([
-        "triage", POD, "-n", NS, "--kubeconfig", str(kubeconfig), "--ssh-config",
-        str(lab.config), "--known-hosts", str(lab.known_hosts), "--since", SINCE,
-        "--request-timeout", "10", *extra])
+    return build_parser().parse_args(
+        [
+            "triage",
+            POD,
+            "-n",
+            NS,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--ssh-config",
+            str(lab.config),
+            "--known-hosts",
+            str(lab.known_hosts),
+            "--since",
+            SINCE,
+            "--request-timeout",
+            "10",
+            *extra,
+        ]
+    )
 
 
 def collect(args: argparse.Namespace) -> dict[Key, Any]:
@@ -82,18 +102,22 @@ def collect(args: argparse.Namespace) -> dict[Key, Any]:
         session.close()
 
 
-def test_names_from_the_cluster_reach_the_node_only_quoted(api: KubeAPI, lab: SshLab,
-                                                           tmp_path: Path) -> None:
-    hostile_line = (f'2026-03-05T10:09:00+0000 {NODE} kubelet[1187]: E0305 "Error syncing '
-                    f'pod" pod="{NS}/{POD}" podUID="{UID}"\n')
+def test_names_from_the_cluster_reach_the_node_only_quoted(
+    api: KubeAPI, lab: SshLab, tmp_path: Path
+) -> None:
+    hostile_line = (
+        f'2026-03-05T10:09:00+0000 {NODE} kubelet[1187]: E0305 "Error syncing '
+        f'pod" pod="{NS}/{POD}" podUID="{UID}"\n'
+    )
     lab.write_data("kubelet.log", KUBELET_LOG + hostile_line)
     evidence = collect(triage_args(api, lab, tmp_path))
 
     assert evidence[Key.POD].ok and evidence[Key.POD].data["metadata"]["name"] == POD
     assert evidence[Key.CONTAINER_LOG].ok, evidence[Key.CONTAINER_LOG].detail
     node_status = {k.value: evidence[k].status for k in NODE_KEYS}
-    assert node_status == {k.value: Status.OK for k in NODE_KEYS}, \
-        {k.value: evidence[k].detail for k in NODE_KEYS}
+    assert node_status == {k.value: Status.OK for k in NODE_KEYS}, {
+        k.value: evidence[k].detail for k in NODE_KEYS
+    }
     assert hostile_line.strip() in evidence[Key.KUBELET_LOG].lines()  # matched literally
     assert canaries(lab) == [], "a name from the cluster was executed"
 
@@ -116,8 +140,9 @@ def test_names_from_the_cluster_reach_the_node_only_quoted(api: KubeAPI, lab: Ss
     assert all(r.method == "GET" for r in api.requests)
 
 
-def test_hostile_ssh_user_and_node_address_are_never_executed(api: KubeAPI, lab: SshLab,
-                                                              tmp_path: Path) -> None:
+def test_hostile_ssh_user_and_node_address_are_never_executed(
+    api: KubeAPI, lab: SshLab, tmp_path: Path
+) -> None:
     user = "root;cd;touch c-user"
     evidence = collect(triage_args(api, lab, tmp_path, "--ssh-user", user))
     assert canaries(lab) == []
@@ -134,8 +159,9 @@ def test_hostile_ssh_user_and_node_address_are_never_executed(api: KubeAPI, lab:
     assert lab.node.commands() == []
 
 
-def test_ssh_config_match_blocks_do_not_break_node_access(api: KubeAPI, lab: SshLab,
-                                                          tmp_path: Path) -> None:
+def test_ssh_config_match_blocks_do_not_break_node_access(
+    api: KubeAPI, lab: SshLab, tmp_path: Path
+) -> None:
     """A user's ssh_config with a ``Match`` block (common) must not turn SSH into an error."""
     text = lab.config.read_text()
     lab.config.write_text('Match exec "true"\n  ServerAliveInterval 30\n' + text)
@@ -144,14 +170,16 @@ def test_ssh_config_match_blocks_do_not_break_node_access(api: KubeAPI, lab: Ssh
 
 
 @pytest.mark.parametrize("via", ["node-address-option", "node-internal-ip"])
-def test_match_exec_never_sees_a_hostile_host_name(api: KubeAPI, lab: SshLab, tmp_path: Path,
-                                                   via: str) -> None:
+def test_match_exec_never_sees_a_hostile_host_name(
+    api: KubeAPI, lab: SshLab, tmp_path: Path, via: str
+) -> None:
     """``Match exec`` substitutes %h into a local shell command: a host name with shell
     metacharacters (a node InternalIP, which whoever controls the node's kubelet can set, or
     a mistyped ``--node-address``) must be refused before any ssh_config lookup."""
     text = lab.config.read_text().replace("Host gpu-node-*", "Host gpu-node-1")
-    lab.config.write_text('Match exec "test %h = never-this-host"\n  ServerAliveInterval 30\n'
-                          + text)
+    lab.config.write_text(
+        'Match exec "test %h = never-this-host"\n  ServerAliveInterval 30\n' + text
+    )
     address = f"10.0.0.9;touch {lab.home}/c-match-exec;#"  # "#": the rest of the line
     extra: tuple[str, ...] = ()
     if via == "node-address-option":

@@ -22,8 +22,14 @@ _BAD = bytes(b for b in range(0x20) if b not in (9, 10)) + b"\x7f\x9b\x9d"
 
 def run(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KUBECACHEDIR": "/nonexistent"}
-    return subprocess.run([sys.executable, "-m", "gputriage", *argv], input=stdin,
-                          capture_output=True, timeout=120, env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "gputriage", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def assert_inert(data: bytes, where: str) -> None:
@@ -33,8 +39,10 @@ def assert_inert(data: bytes, where: str) -> None:
 
 
 def test_xid_stdin_prints_no_escape() -> None:
-    line = (f"[Tue Mar  5 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, "
-            f"name=py{ESCAPES}, GPU has fallen off the bus.\n")
+    line = (
+        f"[Tue Mar  5 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, "
+        f"name=py{ESCAPES}, GPU has fallen off the bus.\n"
+    )
     done = run("xid", "-", stdin=line.encode())
     assert b"79" in done.stdout
     assert_inert(done.stdout + done.stderr, "xid -")
@@ -57,14 +65,26 @@ def test_collect_prints_no_escape(tmp_path: Path) -> None:
         config = api.write_kubeconfig(tmp_path / "kubeconfig")
         api.fail("/namespaces/ml/resourcequotas$", 500, f"boom {ESCAPES}", "text/plain")
         overrides = [f"--node-address={n}=127.0.0.1" for _, n in cluster.keys("", "nodes")]
-        done = run("collect", "trainer-0", "-n", "ml", "--kubeconfig", str(config),
-                   "--ssh", "off", *overrides, "-o", str(tmp_path / "bundle"))
+        done = run(
+            "collect",
+            "trainer-0",
+            "-n",
+            "ml",
+            "--kubeconfig",
+            str(config),
+            "--ssh",
+            "off",
+            *overrides,
+            "-o",
+            str(tmp_path / "bundle"),
+        )
     assert b"quota" in done.stdout, done.stderr[-2000:]
     assert_inert(done.stdout + done.stderr, "collect")
 
 
-@pytest.mark.parametrize("chunks", [["\x1b", "]0;pwned\x07 ok\n"], ["a\x1b[3", "1mred\n"],
-                                    ["password=hun", "ter2 x\n"]])
+@pytest.mark.parametrize(
+    "chunks", [["\x1b", "]0;pwned\x07 ok\n"], ["a\x1b[3", "1mred\n"], ["password=hun", "ter2 x\n"]]
+)
 def test_safe_stream_cleans_across_writes(chunks: list[str], tmp_path: Path) -> None:
     with (tmp_path / "out").open("w") as raw:
         stream = SafeStream(raw)

@@ -37,9 +37,11 @@ def tmux() -> Iterator[Tmux]:
 
 def launch(tmux: Tmux, tmp_path: Path, *argv: str) -> None:
     words = " ".join(shlex.quote(w) for w in [sys.executable, "-m", "gputriage", *argv])
-    command = (f"unset COLUMNS LINES; cd {shlex.quote(str(tmp_path))} && "
-               f"PYTHONPATH={shlex.quote(str(ROOT))} XDG_STATE_HOME={shlex.quote(str(tmp_path))}"
-               f" KUBECACHEDIR={shlex.quote(str(tmp_path))} {words}")
+    command = (
+        f"unset COLUMNS LINES; cd {shlex.quote(str(tmp_path))} && "
+        f"PYTHONPATH={shlex.quote(str(ROOT))} XDG_STATE_HOME={shlex.quote(str(tmp_path))}"
+        f" KUBECACHEDIR={shlex.quote(str(tmp_path))} {words}"
+    )
     tmux("new-session", "-d", "-x", "200", "-y", "50", "-s", "triage", command)
 
 
@@ -54,13 +56,19 @@ def test_copy_toast_shows_markup_verbatim(tmux: Tmux, tmp_path: Path) -> None:
     for file in bundle.iterdir():
         file.write_text(file.read_text().replace(old, HOSTILE))
     launch(tmux, tmp_path, HOSTILE, "-n", "search", "--from", str(bundle))
-    tmux.wait_for("a finding with fix commands", lambda: "logs" in tmux.screen()
-                  and "--previous" in tmux.screen())
+    tmux.wait_for(
+        "a finding with fix commands",
+        lambda: "logs" in tmux.screen() and "--previous" in tmux.screen(),
+    )
     tmux("send-keys", "-t", "triage", "c")
     # The toast names where the copy went (a platform clipboard, OSC 52, or a file).
-    tmux.wait_for("the copy toast", lambda: any(
-        words in tmux.screen() for words in ("copied to the clipboard", "terminal clipboard",
-                                             "saved to a file")))
+    tmux.wait_for(
+        "the copy toast",
+        lambda: any(
+            words in tmux.screen()
+            for words in ("copied to the clipboard", "terminal clipboard", "saved to a file")
+        ),
+    )
     screen = tmux.screen()
     assert "[@click=app.quit]x[/]" in flat(screen), screen
     assert "[link=https://evil.example]y[/link]" in flat(screen), screen
@@ -72,20 +80,28 @@ def test_copy_toast_shows_markup_verbatim(tmux: Tmux, tmp_path: Path) -> None:
 @pytest.fixture
 def hostile_cluster() -> Cluster:
     cluster = gpu_cluster()
-    cluster.add(pod(HOSTILE, "ml", gpus=2,
-                    unschedulable="0/8 nodes are available: [@click=app.quit]quit[/] "
-                                  "[link=https://evil.example]here[/link] \x1b]0;pwned\x07"))
+    cluster.add(
+        pod(
+            HOSTILE,
+            "ml",
+            gpus=2,
+            unschedulable="0/8 nodes are available: [@click=app.quit]quit[/] "
+            "[link=https://evil.example]here[/link] \x1b]0;pwned\x07",
+        )
+    )
     return cluster
 
 
-def test_scan_table_shows_markup_verbatim(tmux: Tmux, tmp_path: Path,
-                                          hostile_cluster: Cluster) -> None:
+def test_scan_table_shows_markup_verbatim(
+    tmux: Tmux, tmp_path: Path, hostile_cluster: Cluster
+) -> None:
     with KubeAPI(hostile_cluster) as api:
         config = api.write_kubeconfig(tmp_path / "kubeconfig")
         # SSH off and every node routed to 127.0.0.1: fixture addresses are never dialled.
         overrides = [f"--node-address={n}=127.0.0.1" for _, n in api.cluster.keys("", "nodes")]
-        launch(tmux, tmp_path, "scan", "-A", "--kubeconfig", str(config), "--ssh", "off",
-               *overrides)
+        launch(
+            tmux, tmp_path, "scan", "-A", "--kubeconfig", str(config), "--ssh", "off", *overrides
+        )
         tmux.wait_for("the scan", lambda: "done" in tmux.screen(), timeout=60)
         tmux.wait_for("the hostile row", lambda: "[@click" in tmux.screen())
         screen = tmux.screen()
@@ -104,11 +120,25 @@ def test_q_exits_promptly_while_a_body_never_ends(tmux: Tmux, tmp_path: Path) ->
         api.endless_body("/namespaces/ml/events$")
         config = api.write_kubeconfig(tmp_path / "kubeconfig")
         overrides = [f"--node-address={n}=127.0.0.1" for _, n in api.cluster.keys("", "nodes")]
-        launch(tmux, tmp_path, "trainer-0", "-n", "ml", "--kubeconfig", str(config), "--ssh",
-               "off", "--request-timeout", "30", *overrides)
+        launch(
+            tmux,
+            tmp_path,
+            "trainer-0",
+            "-n",
+            "ml",
+            "--kubeconfig",
+            str(config),
+            "--ssh",
+            "off",
+            "--request-timeout",
+            "30",
+            *overrides,
+        )
         tmux.wait_for("the first screen", lambda: "Sources" in tmux.screen(), timeout=30)
-        tmux.wait_for("the endless reply to start",
-                      lambda: any(r.path.endswith("/events") for r in api.requests))
+        tmux.wait_for(
+            "the endless reply to start",
+            lambda: any(r.path.endswith("/events") for r in api.requests),
+        )
         started = time.monotonic()
         tmux("send-keys", "-t", "triage", "q")
         tmux.wait_for("the process to exit", lambda: not tmux.alive(), timeout=20)

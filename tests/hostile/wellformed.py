@@ -16,8 +16,18 @@ from typing import Any
 #: Field names that hold 1-based line numbers (0 = "no line").
 LINE_FIELDS = frozenset({"line", "end_line", "version_line", "ignored_xids_line", "_line"})
 #: Field names whose integer values count things.
-COUNT_FIELDS = frozenset({"count", "lines_scanned", "total_nodes", "not_helpful", "no_victims",
-                          "replicas", "requested", "available"})
+COUNT_FIELDS = frozenset(
+    {
+        "count",
+        "lines_scanned",
+        "total_nodes",
+        "not_helpful",
+        "no_victims",
+        "replicas",
+        "requested",
+        "available",
+    }
+)
 
 
 def check_plain(value: Any, where: str = "result", *, max_line: int | None = None) -> None:
@@ -31,8 +41,9 @@ def _check(value: Any, where: str, max_line: int | None, name: str, depth: int) 
         return
     if isinstance(value, int):
         if name in LINE_FIELDS and max_line is not None:
-            assert 0 <= value <= max_line, f"{where} = {value}: not a line of the text " \
-                                           f"(1..{max_line})"
+            assert 0 <= value <= max_line, (
+                f"{where} = {value}: not a line of the text (1..{max_line})"
+            )
         if name in COUNT_FIELDS:
             assert value >= 0, f"{where} = {value}: a negative count"
         return

@@ -60,13 +60,19 @@ def node_overrides(cluster: Cluster) -> list[str]:
 
 
 @pytest.fixture
-def live_args(kubeconfig: Path, kube_cluster: Cluster
-              ) -> Callable[..., argparse.Namespace]:
+def live_args(kubeconfig: Path, kube_cluster: Cluster) -> Callable[..., argparse.Namespace]:
     from gputriage.cli import build_parser
 
     def make(*argv: str, config: Path | None = None) -> argparse.Namespace:
-        words = ["triage", *argv, "--kubeconfig", str(config or kubeconfig), "--ssh", "off",
-                 *node_overrides(kube_cluster)]
+        words = [
+            "triage",
+            *argv,
+            "--kubeconfig",
+            str(config or kubeconfig),
+            "--ssh",
+            "off",
+            *node_overrides(kube_cluster),
+        ]
         return build_parser().parse_args(words)
 
     return make

@@ -29,22 +29,35 @@ def only_candidate_lost_a_gpu(cl: Cluster) -> None:
         obj = cl.get("", "pods", "ml", name)
         assert obj is not None
         cl.remove(obj)
-    message = ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match "
-               "Pod's node affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: "
-               "present}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
-               "scheduling.")
+    message = (
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match "
+        "Pod's node affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: "
+        "present}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+        "scheduling."
+    )
     # The plugin names the same GPU the kernel log does (fixture consistency).
     plugin = cl.get("", "pods", "gpu-operator", "nvidia-device-plugin-daemonset-4e7f7")
     assert plugin is not None
-    cl.add_log(plugin, c.XID_PLUGIN_LOG.replace("GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8",
-                                                LOST_UUID), container="nvidia-device-plugin")
+    cl.add_log(
+        plugin,
+        c.XID_PLUGIN_LOG.replace("GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8", LOST_UUID),
+        container="nvidia-device-plugin",
+    )
     pod = c.pod(PENDING, gpus=8, unschedulable=message)
     cl.add(pod, c.event(pod, "FailedScheduling", message, count=5, minutes=12))
 
 
 def _flags(lab: SshLab, kubeconfig: Path) -> list[str]:
-    return ["-n", "ml", "--kubeconfig", str(kubeconfig), "--ssh-config", str(lab.config),
-            "--known-hosts", str(lab.known_hosts)]
+    return [
+        "-n",
+        "ml",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--ssh-config",
+        str(lab.config),
+        "--known-hosts",
+        str(lab.known_hosts),
+    ]
 
 
 @pytest.fixture
@@ -54,8 +67,9 @@ def kube_cluster() -> Cluster:
     return cl
 
 
-def test_pending_pod_is_diagnosed_from_its_candidate_node(kube_api: KubeAPI, kubeconfig: Path,
-                                                          tmp_path: Path) -> None:
+def test_pending_pod_is_diagnosed_from_its_candidate_node(
+    kube_api: KubeAPI, kubeconfig: Path, tmp_path: Path
+) -> None:
     require_tool("sshd", "/usr/sbin/sshd")
     with SshLab(tmp_path / "ssh") as lab:
         flags = _flags(lab, kubeconfig)
@@ -73,8 +87,11 @@ def test_pending_pod_is_diagnosed_from_its_candidate_node(kube_api: KubeAPI, kub
     assert "Xid 79" in text and "1652923017935" in text  # the board serial, for an RMA
     assert "Reboot (power-cycle) the node" in text  # NVIDIA's action for Xid 79
     # The step that concluded it cites the kernel line of the node, read over SSH.
-    step = next(w for w in report["walk"] if w.get("target") == "pending.candidate-gpu-fault"
-                or w["id"].endswith("unhealthy"))
+    step = next(
+        w
+        for w in report["walk"]
+        if w.get("target") == "pending.candidate-gpu-fault" or w["id"].endswith("unhealthy")
+    )
     cited = json.dumps(step)
     assert "Xid (PCI:0000:3b:00): 79" in cited and "ssh gpu-node-1" in cited
     # Only the troubled candidate was read: gpu-node-2 is tainted, the pod does not tolerate it.
@@ -85,13 +102,13 @@ def test_pending_pod_is_diagnosed_from_its_candidate_node(kube_api: KubeAPI, kub
     assert "examined 1 (at most 3): gpu-node-1" in sources["candidate-nodes"]["detail"]
     assert NODE_PRIVATE_IP not in json.dumps(sources)
     # The device-plugin log of the candidate node came through the API (GET pods/log).
-    assert any(r.path.endswith("/pods/nvidia-device-plugin-daemonset-4e7f7/log")
-               for r in kube_api.requests)
+    assert any(
+        r.path.endswith("/pods/nvidia-device-plugin-daemonset-4e7f7/log") for r in kube_api.requests
+    )
 
     # The bundle holds the node's evidence where a reader expects it, and replays the same.
     assert (bundle / "candidate-nodes.json").is_file()
-    assert "Xid (PCI:0000:3b:00): 79" in (bundle / "nodes" / "gpu-node-1" / "dmesg.log"
-                                           ).read_text()
+    assert "Xid (PCI:0000:3b:00): 79" in (bundle / "nodes" / "gpu-node-1" / "dmesg.log").read_text()
     assert (bundle / "nodes" / "gpu-node-1" / "nvidia-smi.xml").is_file()
     assert (bundle / "nodes" / "gpu-node-1" / "device-plugin.log").is_file()
     replay = tmp_path / "replay.json"
@@ -100,17 +117,18 @@ def test_pending_pod_is_diagnosed_from_its_candidate_node(kube_api: KubeAPI, kub
     assert rc_replay == rc_live
     assert [f["id"] for f in again["findings"]] == [f["id"] for f in report["findings"]]
     assert [(w["id"], w["target"]) for w in again["walk"]] == [
-        (w["id"], w["target"]) for w in report["walk"]]
+        (w["id"], w["target"]) for w in report["walk"]
+    ]
     assert LOST_UUID in again["findings"][0]["summary"]
 
 
-def test_nodes_zero_reads_no_candidate(kube_api: KubeAPI, kubeconfig: Path,
-                                       tmp_path: Path) -> None:
+def test_nodes_zero_reads_no_candidate(kube_api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
     require_tool("sshd", "/usr/sbin/sshd")
     with SshLab(tmp_path / "ssh") as lab:
         out = tmp_path / "r.json"
-        main([PENDING, *_flags(lab, kubeconfig), "--nodes", "0", "--report", "json",
-              "-o", str(out)])
+        main(
+            [PENDING, *_flags(lab, kubeconfig), "--nodes", "0", "--report", "json", "-o", str(out)]
+        )
         commands = lab.node.commands()
     report = json.loads(out.read_text())
     assert commands == []

@@ -65,8 +65,9 @@ def test_every_key_for_a_restarting_gpu_pod(live_args: Args) -> None:
     assert set(ev) == set(Key)
     statuses = {k: e.status for k, e in ev.items()}
     # job-pods is only for a distributed job target (pytorchjob/NAME...), not one pod.
-    assert all(statuses[k] is Status.OK for k in (Key.POD, *CLUSTER_KEYS)
-               if k is not Key.JOB_PODS), statuses
+    assert all(
+        statuses[k] is Status.OK for k in (Key.POD, *CLUSTER_KEYS) if k is not Key.JOB_PODS
+    ), statuses
     assert statuses[Key.JOB_PODS] is Status.UNAVAILABLE
     assert ev[Key.KUBELET_LOG].ok  # through the node log query, SSH being off
 
@@ -88,7 +89,8 @@ def test_every_key_for_a_restarting_gpu_pod(live_args: Args) -> None:
     assert ev[Key.CONTAINER_LOG].raw == "step 4100 loss 1.92\nstep 4200 loss 1.90\n"
     assert "container=trainer" in ev[Key.CONTAINER_LOG].source
     assert ev[Key.CONTAINER_LOG_PREVIOUS].lines()[1] == (
-        "RuntimeError: CUDA error: unspecified launch failure")
+        "RuntimeError: CUDA error: unspecified launch failure"
+    )
     plugin = ev[Key.DEVICE_PLUGIN_LOG]
     assert "gpu-operator/nvidia-device-plugin-daemonset-4e7f7" in plugin.detail
     assert plugin.find_line("Xid=79").line == 6
@@ -108,22 +110,29 @@ def test_nodes_are_trimmed_to_gpu_fields(live_args: Args) -> None:
     assert gpu["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert "feature.node.kubernetes.io/pci-10de.present" in gpu["metadata"]["labels"]
     assert "kubernetes.io/os" not in gpu["metadata"]["labels"]
-    assert gpu["spec"] == {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule",
-                                       "value": "present"}]}
-    assert set(gpu["status"]) == {"capacity", "allocatable", "conditions", "addresses",
-                                  "nodeInfo"}
+    assert gpu["spec"] == {
+        "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule", "value": "present"}]
+    }
+    assert set(gpu["status"]) == {"capacity", "allocatable", "conditions", "addresses", "nodeInfo"}
     assert "2 of 3 nodes have GPUs" in ev[Key.NODES].detail
 
 
-def test_raw_matches_what_kubectl_prints(kube_api: KubeAPI, kubeconfig: Path,
-                                         live_args: Args) -> None:
+def test_raw_matches_what_kubectl_prints(
+    kube_api: KubeAPI, kubeconfig: Path, live_args: Args
+) -> None:
     _, ev = collect(live_args, "trainer-0")
     exe = require_tool("kubectl")
     env = {**os.environ, "KUBECACHEDIR": str(kubeconfig.parent / "cache")}
 
     def kubectl(*args: str) -> object:
-        out = subprocess.run([exe, "--kubeconfig", str(kubeconfig), *args, "-o", "json"],
-                             capture_output=True, text=True, env=env, timeout=60, check=True)
+        out = subprocess.run(
+            [exe, "--kubeconfig", str(kubeconfig), *args, "-o", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=True,
+        )
         return json.loads(out.stdout)
 
     assert json.loads(ev[Key.POD].raw) == kubectl("get", "pod", "trainer-0")
@@ -140,8 +149,7 @@ def test_workload_chain_and_owner_events(live_args: Args) -> None:
     assert session.pod == "llm-serve-6d5f7c9b8-7hfzc"
     owner = ev[Key.OWNER_EVENTS]
     assert "owners: ReplicaSet/llm-serve-6d5f7c9b8, Deployment/llm-serve" in owner.detail
-    assert [e["reason"] for e in owner.data["items"]] == ["SuccessfulCreate",
-                                                         "ScalingReplicaSet"]
+    assert [e["reason"] for e in owner.data["items"]] == ["SuccessfulCreate", "ScalingReplicaSet"]
     assert owner.find_line("Scaled up replica set").line > 0
     # CrashLoopBackOff after an OOM kill: the previous container's log is there.
     assert ev[Key.CONTAINER_LOG_PREVIOUS].raw == "Loading model weights...\n"
@@ -154,12 +162,14 @@ def test_pending_pod_has_no_node_evidence(live_args: Args) -> None:
         assert ev[key].status is Status.UNAVAILABLE
         assert "not scheduled" in ev[key].detail
     # no node of its own: the pods holding GPUs on every node instead
-    assert ev[Key.NODE_PODS].ok and ev[Key.NODE_PODS].data["gputriage"]["scope"] == \
-        "cluster-gpu-pods"
+    assert (
+        ev[Key.NODE_PODS].ok and ev[Key.NODE_PODS].data["gputriage"]["scope"] == "cluster-gpu-pods"
+    )
     assert len(ev[Key.NODE_PODS].data["items"]) == 6
     for key in NODE_KEYS:
-        assert ev[key].detail == ("the pod is not scheduled to a node yet: there is no node "
-                                  "to look at")
+        assert ev[key].detail == (
+            "the pod is not scheduled to a node yet: there is no node to look at"
+        )
     assert ev[Key.CONTAINER_LOG].detail == "the pod is not scheduled yet: no container has run"
     assert ev[Key.NODES].ok and ev[Key.QUOTA].ok
 
@@ -167,14 +177,19 @@ def test_pending_pod_has_no_node_evidence(live_args: Args) -> None:
 def test_container_waiting_to_start_and_plugin_found_by_helm_labels(live_args: Args) -> None:
     _, ev = collect(live_args, "job/finetune")
     assert ev[Key.CONTAINER_LOG].status is Status.UNAVAILABLE
-    assert ev[Key.CONTAINER_LOG].detail == ('container main: container "main" in pod '
-                                            '"finetune-x8k2p" is waiting to start: '
-                                            "ContainerCreating")
-    assert ev[Key.CONTAINER_LOG_PREVIOUS].detail == ("container main has not restarted: there "
-                                                     "is no previous log")
+    assert ev[Key.CONTAINER_LOG].detail == (
+        'container main: container "main" in pod '
+        '"finetune-x8k2p" is waiting to start: '
+        "ContainerCreating"
+    )
+    assert ev[Key.CONTAINER_LOG_PREVIOUS].detail == (
+        "container main has not restarted: there is no previous log"
+    )
     plugin = ev[Key.DEVICE_PLUGIN_LOG]
-    assert "kube-system/nvidia-device-plugin-7q2lk (container nvidia-device-plugin-ctr)" in \
-        plugin.detail
+    assert (
+        "kube-system/nvidia-device-plugin-7q2lk (container nvidia-device-plugin-ctr)"
+        in plugin.detail
+    )
     assert ev[Key.EVENTS].data["items"][0]["reason"] == "FailedCreatePodSandBox"
     kubelet = ev[Key.KUBELET_LOG]
     assert kubelet.status is Status.UNAVAILABLE
@@ -182,8 +197,9 @@ def test_container_waiting_to_start_and_plugin_found_by_helm_labels(live_args: A
 
 
 def test_no_device_plugin_on_the_node(kube_cluster: Cluster, live_args: Args) -> None:
-    plugin_pod = kube_cluster.get("", "pods", "gpu-operator",
-                                  "nvidia-device-plugin-daemonset-4e7f7")
+    plugin_pod = kube_cluster.get(
+        "", "pods", "gpu-operator", "nvidia-device-plugin-daemonset-4e7f7"
+    )
     assert plugin_pod is not None
     kube_cluster.remove(plugin_pod)
     _, ev = collect(live_args, "trainer-0")
@@ -199,8 +215,9 @@ def test_dra_not_served_and_served_as_v1(tmp_path: Path) -> None:
     for version, expected in ((None, Status.UNAVAILABLE), ("v1", Status.OK)):
         with KubeAPI(c.gpu_cluster(dra_version=version)) as api:
             config = api.write_kubeconfig(tmp_path / f"kc-{version}")
-            args = build_parser().parse_args(["triage", "trainer-0", "--kubeconfig",
-                                              str(config), "--ssh", "off"])
+            args = build_parser().parse_args(
+                ["triage", "trainer-0", "--kubeconfig", str(config), "--ssh", "off"]
+            )
             session = open_live(args)
             ev = session.collect_all()
             session.close()
@@ -220,9 +237,20 @@ def test_nodes_are_listed_page_by_page(tmp_path: Path) -> None:
     cl = c.gpu_cluster().add(*c.many_nodes(1200))
     with KubeAPI(cl) as api:
         config = api.write_kubeconfig(tmp_path / "kc")
-        session = open_live(build_parser().parse_args(
-            ["triage", "trainer-0", "--kubeconfig", str(config), "--ssh", "off",
-             "--node-address", "gpu-node-1=127.0.0.1"]))
+        session = open_live(
+            build_parser().parse_args(
+                [
+                    "triage",
+                    "trainer-0",
+                    "--kubeconfig",
+                    str(config),
+                    "--ssh",
+                    "off",
+                    "--node-address",
+                    "gpu-node-1=127.0.0.1",
+                ]
+            )
+        )
         ev = session.collect_all()
         session.close()
         assert len(ev[Key.NODES].data["items"]) == 1203
@@ -233,9 +261,20 @@ def test_nodes_are_listed_page_by_page(tmp_path: Path) -> None:
 
         api.clear_requests()
         api.expire_continue_tokens(1)  # compaction between two pages: start the list over
-        session = open_live(build_parser().parse_args(
-            ["triage", "trainer-0", "--kubeconfig", str(config), "--ssh", "off",
-             "--node-address", "gpu-node-1=127.0.0.1"]))
+        session = open_live(
+            build_parser().parse_args(
+                [
+                    "triage",
+                    "trainer-0",
+                    "--kubeconfig",
+                    str(config),
+                    "--ssh",
+                    "off",
+                    "--node-address",
+                    "gpu-node-1=127.0.0.1",
+                ]
+            )
+        )
         ev = session.collect_all()
         session.close()
         names = [n["metadata"]["name"] for n in ev[Key.NODES].data["items"]]
@@ -262,17 +301,26 @@ def test_a_slow_endpoint_times_out_alone(kube_api: KubeAPI, live_args: Args) -> 
 
 
 def test_node_sources_get_the_node_address_and_first_ok_wins(
-        kube_api: KubeAPI, kubeconfig: Path, tmp_path: Path) -> None:
+    kube_api: KubeAPI, kubeconfig: Path, tmp_path: Path
+) -> None:
     (tmp_path / "dmesg.log").write_text(
         "[Mon Nov  2 09:41:07 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has "
-        "fallen off the bus.\n")
+        "fallen off the bus.\n"
+    )
     files = FileNodeSource(tmp_path)
     client = KubeClient(load_config(str(kubeconfig)), timeout=5)
     target = resolve_target(client, "ml", "trainer-0")
-    source = KubeSource(client, "ml", "trainer-0", pod_evidence=target.pod_evidence,
-                        node_overrides={"gpu-node-1": "127.0.0.1"}, since="30m")
-    ev = EvidenceSet([e for e in _run(Broker(source, [files, KubeNodeLogSource(client)],
-                                             timeout=5))])
+    source = KubeSource(
+        client,
+        "ml",
+        "trainer-0",
+        pod_evidence=target.pod_evidence,
+        node_overrides={"gpu-node-1": "127.0.0.1"},
+        since="30m",
+    )
+    ev = EvidenceSet(
+        [e for e in _run(Broker(source, [files, KubeNodeLogSource(client)], timeout=5))]
+    )
     client.close()
     assert ev[Key.DMESG].ok and ev[Key.DMESG].source == "files/dmesg.log"
     assert ev[Key.KUBELET_LOG].ok and "proxy/logs" in ev[Key.KUBELET_LOG].source
@@ -280,12 +328,18 @@ def test_node_sources_get_the_node_address_and_first_ok_wins(
     assert set(queried) == set(NODE_KEYS)
     q = queried[Key.DMESG]
     assert (q.node, q.address, q.namespace, q.pod, q.since) == (
-        "gpu-node-1", "127.0.0.1", "ml", "trainer-0", "30m")
+        "gpu-node-1",
+        "127.0.0.1",
+        "ml",
+        "trainer-0",
+        "30m",
+    )
     assert q.pod_uid == c.uid_for("Pod", "ml", "trainer-0")
     lsmod = ev[Key.LSMOD]
     assert lsmod.status is Status.UNAVAILABLE
-    assert lsmod.detail.startswith("files: no lsmod.txt here (also tried kube-node-log: "
-                                   "unavailable:")
+    assert lsmod.detail.startswith(
+        "files: no lsmod.txt here (also tried kube-node-log: unavailable:"
+    )
     since = [r.param("sinceTime") for r in kube_api.requests if r.path.endswith("/logs/")]
     assert len(since) == 1 and since[0].endswith("Z")
 
@@ -300,7 +354,8 @@ def _run(broker: Broker) -> list[Evidence]:
 
 
 def test_stream_yields_the_resolved_pod_first_without_reading_it_again(
-        kube_api: KubeAPI, live_args: Args) -> None:
+    kube_api: KubeAPI, live_args: Args
+) -> None:
     import asyncio
 
     session = open_live(live_args("trainer-0"))
@@ -322,35 +377,58 @@ def test_stream_yields_the_resolved_pod_first_without_reading_it_again(
     assert session.keys()[0] is Key.POD and len(session.keys()) == len(Key)
 
 
-def test_server_errors_and_garbage_become_named_errors(kube_api: KubeAPI,
-                                                       live_args: Args) -> None:
-    kube_api.fail(r"/namespaces/ml/events$", 500, json.dumps(
-        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
-         "reason": "InternalError", "message": "etcdserver: request timed out"}))
+def test_server_errors_and_garbage_become_named_errors(kube_api: KubeAPI, live_args: Args) -> None:
+    kube_api.fail(
+        r"/namespaces/ml/events$",
+        500,
+        json.dumps(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": 500,
+                "reason": "InternalError",
+                "message": "etcdserver: request timed out",
+            }
+        ),
+    )
     kube_api.fail(r"^/api/v1/nodes/gpu-node-1$", 200, "<html>proxy login</html>", "text/html")
-    kube_api.fail(r"/resourcequotas$", 429, json.dumps(
-        {"kind": "Status", "code": 429, "reason": "TooManyRequests",
-         "message": "too many requests, please try again later"}))
+    kube_api.fail(
+        r"/resourcequotas$",
+        429,
+        json.dumps(
+            {
+                "kind": "Status",
+                "code": 429,
+                "reason": "TooManyRequests",
+                "message": "too many requests, please try again later",
+            }
+        ),
+    )
     kube_api.fail(r"^/api/v1/pods$", 200, '{"kind": "PodList", "items": [{"metadata"')
     _, ev = collect(live_args, "trainer-0")
     events = ev[Key.EVENTS]
     assert events.status is Status.ERROR
-    assert events.detail.startswith("HTTP 500: etcdserver: request timed out (GET /api/v1/"
-                                    "namespaces/ml/events?fieldSelector=")
+    assert events.detail.startswith(
+        "HTTP 500: etcdserver: request timed out (GET /api/v1/namespaces/ml/events?fieldSelector="
+    )
     node = ev[Key.NODE]
     assert (node.status, node.detail) == (
-        Status.ERROR, "the API answered with something that is not JSON "
-                      "('<html>proxy login</html>')")
+        Status.ERROR,
+        "the API answered with something that is not JSON ('<html>proxy login</html>')",
+    )
     assert ev[Key.QUOTA].detail.startswith("the API server is throttling us (429): too many")
-    assert ev[Key.NODE_PODS].detail.startswith("HTTP 502: the API answered with something "
-                                               "that is not a list")
+    assert ev[Key.NODE_PODS].detail.startswith(
+        "HTTP 502: the API answered with something that is not a list"
+    )
     # A broken node object still leaves an address for node sources: the node's name.
     assert ev[Key.KUBELET_LOG].ok
     assert ev[Key.CONTAINER_LOG].ok and ev[Key.OWNER_EVENTS].status is Status.ERROR
 
 
-def test_a_pod_answer_that_is_not_a_pod_stops_before_the_walk(kube_api: KubeAPI,
-                                                              live_args: Args) -> None:
+def test_a_pod_answer_that_is_not_a_pod_stops_before_the_walk(
+    kube_api: KubeAPI, live_args: Args
+) -> None:
     from gputriage.errors import GputriageError
 
     kube_api.fail(r"/pods/trainer-0$", 200, json.dumps({"kind": "Status", "code": 200}))
@@ -361,13 +439,18 @@ def test_a_pod_answer_that_is_not_a_pod_stops_before_the_walk(kube_api: KubeAPI,
     assert "expected kind Pod, got 'Status'" in info.value.message
 
 
-def test_a_log_bigger_than_limit_bytes_is_cut_by_the_client(kube_api: KubeAPI,
-                                                             live_args: Args) -> None:
+def test_a_log_bigger_than_limit_bytes_is_cut_by_the_client(
+    kube_api: KubeAPI, live_args: Args
+) -> None:
     """An API (or proxy) that ignores limitBytes: the client still reads at most that much."""
     from gputriage.evidence.kube import LOG_LIMIT_BYTES
 
-    kube_api.fail(r"/pods/trainer-0/log$", 200, b"step 1 loss 2.0\n" * (LOG_LIMIT_BYTES // 4),
-                  content_type="text/plain")
+    kube_api.fail(
+        r"/pods/trainer-0/log$",
+        200,
+        b"step 1 loss 2.0\n" * (LOG_LIMIT_BYTES // 4),
+        content_type="text/plain",
+    )
     _, ev = collect(live_args, "trainer-0")
     log = ev[Key.CONTAINER_LOG]
     assert log.ok, log.detail

@@ -34,11 +34,13 @@ def args_for(*argv: str, cluster: Cluster | None = None) -> argparse.Namespace:
     return build_parser().parse_args(["triage", *argv, "--ssh", "off", *extra])
 
 
-def test_contexts_namespaces_and_kubeconfig_env(kube_api: KubeAPI, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_contexts_namespaces_and_kubeconfig_env(
+    kube_api: KubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = kube_api.write_kubeconfig(tmp_path / "a", [KubeContext("prod", namespace="ml")])
-    second = kube_api.write_kubeconfig(tmp_path / "b", [KubeContext("dev", namespace="ml-dev")],
-                                       current="dev")
+    second = kube_api.write_kubeconfig(
+        tmp_path / "b", [KubeContext("dev", namespace="ml-dev")], current="dev"
+    )
     monkeypatch.setenv("KUBECONFIG", f"{first}:{second}")
     session = open_live(args_for("trainer-0"))  # current-context of the first file
     session.close()
@@ -53,11 +55,11 @@ def test_contexts_namespaces_and_kubeconfig_env(kube_api: KubeAPI, tmp_path: Pat
     assert session.namespace == "ml"  # -n wins over the context's namespace
 
 
-def test_bad_context_and_missing_kubeconfig(kubeconfig: Path, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_context_and_missing_kubeconfig(
+    kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(GputriageError) as info:
-        open_live(args_for("trainer-0", "--kubeconfig", str(kubeconfig),
-                                       "--context", "tset"))
+        open_live(args_for("trainer-0", "--kubeconfig", str(kubeconfig), "--context", "tset"))
     assert info.value.title == "bad context"
     assert "(available: test). Did you mean test?" in info.value.message
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -68,8 +70,9 @@ def test_bad_context_and_missing_kubeconfig(kubeconfig: Path, tmp_path: Path,
     assert str(tmp_path / "nowhere") in info.value.message
 
 
-def test_in_cluster_service_account(kube_api: KubeAPI, tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_cluster_service_account(
+    kube_api: KubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     account = tmp_path / "serviceaccount"
     account.mkdir()
     (account / "token").write_text(kube_api.token)
@@ -93,7 +96,8 @@ def test_exec_credential_plugin_refreshes_tokens(kube_api: KubeAPI, tmp_path: Pa
         kube_api.add_user(f"exec-{n}", token=f"exec-token-{n}")
     counter = tmp_path / "runs"
     plugin = tmp_path / "plugin.py"
-    plugin.write_text(textwrap.dedent(f"""\
+    plugin.write_text(
+        textwrap.dedent(f"""\
         import datetime, json, pathlib
         runs = pathlib.Path({str(counter)!r})
         n = int(runs.read_text()) + 1 if runs.exists() else 1
@@ -104,11 +108,15 @@ def test_exec_credential_plugin_refreshes_tokens(kube_api: KubeAPI, tmp_path: Pa
                           "kind": "ExecCredential",
                           "status": {{"token": f"exec-token-{{n}}",
                                      "expirationTimestamp": expiry}}}}))
-        """))
-    config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext(
-        "sso", namespace="ml", exec_command=(sys.executable, str(plugin)))])
-    session = open_live(args_for("trainer-0", "--kubeconfig", str(config),
-                                             cluster=kube_api.cluster))
+        """)
+    )
+    config = kube_api.write_kubeconfig(
+        tmp_path / "kc",
+        [KubeContext("sso", namespace="ml", exec_command=(sys.executable, str(plugin)))],
+    )
+    session = open_live(
+        args_for("trainer-0", "--kubeconfig", str(config), cluster=kube_api.cluster)
+    )
     ev = session.collect_all()
     session.close()
     assert ev[Key.EVENTS].ok and ev[Key.NODES].ok and ev[Key.KUBELET_LOG].ok
@@ -120,20 +128,34 @@ def test_exec_credential_plugin_refreshes_tokens(kube_api: KubeAPI, tmp_path: Pa
 
 def test_oidc_auth_provider_token(kube_api: KubeAPI, tmp_path: Path) -> None:
     """An unexpired OIDC id-token from the kubeconfig's auth-provider is sent as bearer."""
+
     def part(obj: object) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
 
-    id_token = ".".join([part({"alg": "RS256", "typ": "JWT"}),
-                         part({"iss": "https://sso.example", "sub": "sre-7",
-                               "exp": int(time.time()) + 3600}), "c2lnbmF0dXJl"])
+    id_token = ".".join(
+        [
+            part({"alg": "RS256", "typ": "JWT"}),
+            part({"iss": "https://sso.example", "sub": "sre-7", "exp": int(time.time()) + 3600}),
+            "c2lnbmF0dXJl",
+        ]
+    )
     kube_api.add_user("oidc:sre-7", token=id_token)
     config = kube_api.write_kubeconfig(tmp_path / "kc")
     data = yaml.safe_load(config.read_text())
-    data["users"][0]["user"] = {"auth-provider": {"name": "oidc", "config": {
-        "id-token": id_token, "idp-issuer-url": "https://sso.example", "client-id": "k8s"}}}
+    data["users"][0]["user"] = {
+        "auth-provider": {
+            "name": "oidc",
+            "config": {
+                "id-token": id_token,
+                "idp-issuer-url": "https://sso.example",
+                "client-id": "k8s",
+            },
+        }
+    }
     config.write_text(json.dumps(data))
-    session = open_live(args_for("trainer-0", "--kubeconfig", str(config),
-                                             cluster=kube_api.cluster))
+    session = open_live(
+        args_for("trainer-0", "--kubeconfig", str(config), cluster=kube_api.cluster)
+    )
     ev = session.collect_all()
     session.close()
     assert ev[Key.EVENTS].ok and ev[Key.NODE_PODS].ok
@@ -142,10 +164,13 @@ def test_oidc_auth_provider_token(kube_api: KubeAPI, tmp_path: Path) -> None:
 
 def test_a_failing_credential_plugin_is_named(kube_api: KubeAPI, tmp_path: Path) -> None:
     plugin = tmp_path / "login.py"
-    plugin.write_text("import sys\nsys.stderr.write('session expired: run `corp-login`')\n"
-                      "sys.exit(3)\n")
-    config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext(
-        "sso", namespace="ml", exec_command=(sys.executable, str(plugin)))])
+    plugin.write_text(
+        "import sys\nsys.stderr.write('session expired: run `corp-login`')\nsys.exit(3)\n"
+    )
+    config = kube_api.write_kubeconfig(
+        tmp_path / "kc",
+        [KubeContext("sso", namespace="ml", exec_command=(sys.executable, str(plugin)))],
+    )
     with pytest.raises(GputriageError) as info:
         open_live(args_for("trainer-0", "--kubeconfig", str(config)))
     assert info.value.title == "permission denied"
@@ -156,32 +181,38 @@ def test_a_failing_credential_plugin_is_named(kube_api: KubeAPI, tmp_path: Path)
 
 def test_unauthorized_and_forbidden_pod(kube_api: KubeAPI, tmp_path: Path) -> None:
     nobody = kube_api.add_user("nobody", rules=[])
-    config = kube_api.write_kubeconfig(tmp_path / "kc", [
-        KubeContext("bad", token="stolen", namespace="ml"),
-        KubeContext("nobody", token=nobody, namespace="ml")])
+    config = kube_api.write_kubeconfig(
+        tmp_path / "kc",
+        [
+            KubeContext("bad", token="stolen", namespace="ml"),
+            KubeContext("nobody", token=nobody, namespace="ml"),
+        ],
+    )
     with pytest.raises(GputriageError) as info:
         open_live(args_for("trainer-0", "--kubeconfig", str(config)))
     assert info.value.title == "permission denied"
-    assert info.value.message.startswith("cannot read pod ml/trainer-0: the API server refused "
-                                         "our credentials (401 Unauthorized)")
+    assert info.value.message.startswith(
+        "cannot read pod ml/trainer-0: the API server refused our credentials (401 Unauthorized)"
+    )
     with pytest.raises(GputriageError) as info:
-        open_live(args_for("trainer-0", "--kubeconfig", str(config), "--context",
-                                       "nobody"))
+        open_live(args_for("trainer-0", "--kubeconfig", str(config), "--context", "nobody"))
     assert info.value.message.startswith(
         "cannot read pod ml/trainer-0: needs `get` on `pods` in namespace ml: add it to the "
-        "ClusterRole, see deploy/rbac.yaml (pods \"trainer-0\" is forbidden: User \"nobody\" "
-        "cannot get resource \"pods\"")
+        'ClusterRole, see deploy/rbac.yaml (pods "trainer-0" is forbidden: User "nobody" '
+        'cannot get resource "pods"'
+    )
 
 
 def test_unreachable_timeout_and_wrong_ca(kube_api: KubeAPI, tmp_path: Path) -> None:
     kube_api.delay(r"/pods/trainer-0$", 2.0)
     config = kube_api.write_kubeconfig(tmp_path / "kc")
     with pytest.raises(GputriageError) as info:
-        open_live(args_for("trainer-0", "--kubeconfig", str(config),
-                                       "--request-timeout", "0.3"))
+        open_live(args_for("trainer-0", "--kubeconfig", str(config), "--request-timeout", "0.3"))
     assert info.value.title == "API server timeout"
-    assert "did not answer within 0.3 s (GET /api/v1/namespaces/ml/pods/trainer-0)" in \
-        info.value.message
+    assert (
+        "did not answer within 0.3 s (GET /api/v1/namespaces/ml/pods/trainer-0)"
+        in info.value.message
+    )
     with KubeAPI(Cluster()) as closed:
         dead = closed.write_kubeconfig(tmp_path / "dead")
     with pytest.raises(GputriageError) as info:
@@ -190,9 +221,9 @@ def test_unreachable_timeout_and_wrong_ca(kube_api: KubeAPI, tmp_path: Path) -> 
     assert "cannot reach the API server: connection refused" in info.value.message
     other_ca = yaml.safe_load(config.read_text())
     with KubeAPI(Cluster(), own_ca=True) as stranger:  # a CA that did not sign kube_api
-        other_ca["clusters"][0]["cluster"]["certificate-authority-data"] = (
-            yaml.safe_load(stranger.write_kubeconfig(tmp_path / "s").read_text())
-            ["clusters"][0]["cluster"]["certificate-authority-data"])
+        other_ca["clusters"][0]["cluster"]["certificate-authority-data"] = yaml.safe_load(
+            stranger.write_kubeconfig(tmp_path / "s").read_text()
+        )["clusters"][0]["cluster"]["certificate-authority-data"]
     (tmp_path / "wrong-ca").write_text(yaml.safe_dump(other_ca))
     with pytest.raises(GputriageError) as info:
         open_live(args_for("trainer-0", "--kubeconfig", str(tmp_path / "wrong-ca")))
@@ -200,28 +231,43 @@ def test_unreachable_timeout_and_wrong_ca(kube_api: KubeAPI, tmp_path: Path) -> 
 
 
 def test_namespace_scoped_user_gets_named_gaps(kube_api: KubeAPI, tmp_path: Path) -> None:
-    token = kube_api.add_user("ml-dev-team", namespaces=["ml"], rules=[
-        {"apiGroups": [""], "resources": ["pods", "pods/log", "resourcequotas"],
-         "verbs": ["get", "list"]}])
+    token = kube_api.add_user(
+        "ml-dev-team",
+        namespaces=["ml"],
+        rules=[
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "pods/log", "resourcequotas"],
+                "verbs": ["get", "list"],
+            }
+        ],
+    )
     config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext("t", token, "ml")])
-    session = open_live(args_for("trainer-0", "--kubeconfig", str(config),
-                                             cluster=kube_api.cluster))
+    session = open_live(
+        args_for("trainer-0", "--kubeconfig", str(config), cluster=kube_api.cluster)
+    )
     ev = session.collect_all()
     session.close()
     assert ev[Key.CONTAINER_LOG].ok and ev[Key.QUOTA].ok
     events = ev[Key.EVENTS]
     assert events.status is Status.FORBIDDEN
-    assert events.detail.startswith("needs `list` on `events` in namespace ml: add it to the "
-                                    "ClusterRole, see deploy/rbac.yaml (events is forbidden: ")
+    assert events.detail.startswith(
+        "needs `list` on `events` in namespace ml: add it to the "
+        "ClusterRole, see deploy/rbac.yaml (events is forbidden: "
+    )
     assert ev[Key.NODES].detail.startswith("needs `list` on `nodes` (cluster-wide): add it")
     assert ev[Key.RUNTIME_CLASSES].detail.startswith(
-        "needs `list` on `runtimeclasses` (API group node.k8s.io) (cluster-wide)")
+        "needs `list` on `runtimeclasses` (API group node.k8s.io) (cluster-wide)"
+    )
     assert ev[Key.DEVICE_PLUGIN_LOG].detail.startswith(
-        "finding the device-plugin pod: needs `list` on `pods` (cluster-wide)")
+        "finding the device-plugin pod: needs `list` on `pods` (cluster-wide)"
+    )
     kubelet = ev[Key.KUBELET_LOG]
     assert kubelet.status is Status.FORBIDDEN
-    assert "needs `get` on `nodes/proxy` (cluster-wide): grant the optional nodes/proxy rule " \
-           "in deploy/rbac.yaml, or use --ssh" in kubelet.detail
+    assert (
+        "needs `get` on `nodes/proxy` (cluster-wide): grant the optional nodes/proxy rule "
+        "in deploy/rbac.yaml, or use --ssh" in kubelet.detail
+    )
     owner = ev[Key.OWNER_EVENTS]
     assert owner.status is Status.FORBIDDEN  # owner events need events too
     assert owner.detail.startswith("events of StatefulSet/trainer: needs `list` on `events`")
@@ -230,34 +276,38 @@ def test_namespace_scoped_user_gets_named_gaps(kube_api: KubeAPI, tmp_path: Path
 def test_rbac_yaml_is_read_only_and_marks_nodes_proxy_optional() -> None:
     docs = list(yaml.safe_load_all(RBAC_FILE.read_text()))
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
-    assert set(roles) == {"gputriage-reader", "gputriage-node-log-reader",
-                          "gputriage-prometheus-proxy"}
+    assert set(roles) == {
+        "gputriage-reader",
+        "gputriage-node-log-reader",
+        "gputriage-prometheus-proxy",
+    }
     verbs = {v for role in roles.values() for rule in role["rules"] for v in rule["verbs"]}
     assert verbs <= {"get", "list", "watch"}
     reader = {r for rule in roles["gputriage-reader"]["rules"] for r in rule["resources"]}
     assert "nodes/proxy" not in reader and "*" not in reader
     assert roles["gputriage-node-log-reader"]["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]
+        {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}
+    ]
     text = RBAC_FILE.read_text()
-    optional = text[text.index("# OPTIONAL"):text.index("name: gputriage-node-log-reader")]
+    optional = text[text.index("# OPTIONAL") : text.index("name: gputriage-node-log-reader")]
     assert "powerful" in optional
     assert {d["kind"] for d in docs} == {"ClusterRole", "ClusterRoleBinding"}
 
 
-@pytest.mark.parametrize("roles", [("gputriage-reader", "gputriage-node-log-reader"),
-                                   ("gputriage-reader",)])
-def test_rbac_yaml_grants_everything_gputriage_reads(kube_api: KubeAPI, tmp_path: Path,
-                                                     roles: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "roles", [("gputriage-reader", "gputriage-node-log-reader"), ("gputriage-reader",)]
+)
+def test_rbac_yaml_grants_everything_gputriage_reads(
+    kube_api: KubeAPI, tmp_path: Path, roles: tuple[str, ...]
+) -> None:
     token = kube_api.add_user("oncall", rules=load_rbac_rules(RBAC_FILE, roles=roles))
     config = kube_api.write_kubeconfig(tmp_path / "kc", [KubeContext("t", token, "ml")])
     forbidden: list[str] = []
     for target in ("trainer-0", "deploy/llm-serve", "job/finetune"):
-        session = open_live(args_for(target, "--kubeconfig", str(config),
-                                                 cluster=kube_api.cluster))
+        session = open_live(args_for(target, "--kubeconfig", str(config), cluster=kube_api.cluster))
         ev = session.collect_all()
         session.close()
-        forbidden += [f"{target}:{k.value}" for k, e in ev.items()
-                      if e.status is Status.FORBIDDEN]
+        forbidden += [f"{target}:{k.value}" for k, e in ev.items() if e.status is Status.FORBIDDEN]
     for broken in ("trainer-1", "deploy/quota-demo", "deploy/llm-srve"):
         with pytest.raises(GputriageError) as info:
             open_live(args_for(broken, "--kubeconfig", str(config)))
@@ -266,7 +316,12 @@ def test_rbac_yaml_grants_everything_gputriage_reads(kube_api: KubeAPI, tmp_path
     if len(roles) == 2:
         assert (forbidden, denied) == ([], [])
     else:  # without the optional role only the node log query is refused
-        assert forbidden == ["trainer-0:kubelet", "deploy/llm-serve:kubelet",
-                             "job/finetune:kubelet"]
-        assert denied == ["/api/v1/nodes/gpu-node-1/proxy/logs/",
-                          "/api/v1/nodes/gpu-node-2/proxy/logs/"]
+        assert forbidden == [
+            "trainer-0:kubelet",
+            "deploy/llm-serve:kubelet",
+            "job/finetune:kubelet",
+        ]
+        assert denied == [
+            "/api/v1/nodes/gpu-node-1/proxy/logs/",
+            "/api/v1/nodes/gpu-node-2/proxy/logs/",
+        ]

@@ -27,8 +27,14 @@ def connect(api: KubeAPI) -> http.client.HTTPSConnection:
     return http.client.HTTPSConnection("127.0.0.1", api.port, context=ctx, timeout=10)
 
 
-def get(api: KubeAPI, path: str, query: dict[str, Any] | None = None, *,
-        token: str | None = None, method: str = "GET") -> tuple[int, Any]:
+def get(
+    api: KubeAPI,
+    path: str,
+    query: dict[str, Any] | None = None,
+    *,
+    token: str | None = None,
+    method: str = "GET",
+) -> tuple[int, Any]:
     conn = connect(api)
     headers = {} if token == "" else {"Authorization": f"Bearer {token or api.token}"}
     url = path + (f"?{urlencode(query)}" if query else "")
@@ -48,17 +54,21 @@ def names(listing: dict[str, Any]) -> list[str]:
 # -- kubectl ---------------------------------------------------------------------------------
 
 
-def kubectl(kubeconfig: Path, *args: str, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    kubeconfig: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     exe = require_tool("kubectl")
     cache = kubeconfig.parent / "kubecache"
-    return subprocess.run([exe, "--kubeconfig", str(kubeconfig), *args], capture_output=True,
-                          text=True, timeout=60,
-                          env={**os.environ, "KUBECACHEDIR": str(cache), **(env or {})})
+    return subprocess.run(
+        [exe, "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KUBECACHEDIR": str(cache), **(env or {})},
+    )
 
 
-def test_kubectl_get_pod_json_returns_the_stored_pod(kube_api: KubeAPI, kubeconfig: Path
-                                                     ) -> None:
+def test_kubectl_get_pod_json_returns_the_stored_pod(kube_api: KubeAPI, kubeconfig: Path) -> None:
     out = kubectl(kubeconfig, "get", "pod", "trainer-0", "-o", "json")
     assert out.returncode == 0, out.stderr
     pod = json.loads(out.stdout)
@@ -73,8 +83,9 @@ def test_kubectl_get_pod_json_returns_the_stored_pod(kube_api: KubeAPI, kubeconf
     assert "/api/v1/namespaces/ml/pods/trainer-0" in paths
 
 
-def test_kubectl_describe_pod_shows_the_scheduler_event(kube_api: KubeAPI, kubeconfig: Path
-                                                        ) -> None:
+def test_kubectl_describe_pod_shows_the_scheduler_event(
+    kube_api: KubeAPI, kubeconfig: Path
+) -> None:
     out = kubectl(kubeconfig, "describe", "pod", "llm-serve-6d5f7c9b8-q9wrt")
     assert out.returncode == 0, out.stderr
     assert "Status:           Pending" in out.stdout
@@ -97,23 +108,31 @@ def test_kubectl_describe_node_and_logs(kube_api: KubeAPI, kubeconfig: Path) -> 
     assert logs.stdout.splitlines() == [
         "RuntimeError: CUDA error: unspecified launch failure",
         "CUDA kernel errors might be asynchronously reported at some other API call, so the "
-        "stacktrace below might be incorrect."]
+        "stacktrace below might be incorrect.",
+    ]
 
 
-def test_kubectl_sees_401_403_404_like_a_real_cluster(kube_api: KubeAPI, tmp_path: Path
-                                                      ) -> None:
-    viewer = kube_api.add_user("viewer", rules=[
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}])
-    config = kube_api.write_kubeconfig(tmp_path / "kc", [
-        KubeContext("bad", token="wrong-token", namespace="ml"),
-        KubeContext("viewer", token=viewer, namespace="ml"),
-        KubeContext("admin", namespace="ml-dev")], current="bad")
+def test_kubectl_sees_401_403_404_like_a_real_cluster(kube_api: KubeAPI, tmp_path: Path) -> None:
+    viewer = kube_api.add_user(
+        "viewer", rules=[{"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]
+    )
+    config = kube_api.write_kubeconfig(
+        tmp_path / "kc",
+        [
+            KubeContext("bad", token="wrong-token", namespace="ml"),
+            KubeContext("viewer", token=viewer, namespace="ml"),
+            KubeContext("admin", namespace="ml-dev"),
+        ],
+        current="bad",
+    )
     unauthorized = kubectl(config, "get", "pod", "trainer-0", "-o", "json")
     assert unauthorized.returncode != 0
     assert "error: You must be logged in to the server" in unauthorized.stderr
     forbidden = kubectl(config, "--context", "viewer", "get", "pod", "trainer-0")
-    assert ('pods "trainer-0" is forbidden: User "viewer" cannot get resource "pods" in API '
-            'group "" in the namespace "ml"') in forbidden.stderr
+    assert (
+        'pods "trainer-0" is forbidden: User "viewer" cannot get resource "pods" in API '
+        'group "" in the namespace "ml"'
+    ) in forbidden.stderr
     missing = kubectl(config, "--context", "admin", "get", "pod", "nope", "-o", "json")
     assert 'pods "nope" not found' in missing.stderr
     other_ns = kubectl(config, "--context", "admin", "get", "pod", "trainer-0", "-o", "json")
@@ -132,12 +151,22 @@ def test_discovery_documents(kube_api: KubeAPI) -> None:
     assert {"pods/log", "nodes/proxy"} <= {r["name"] for r in core["resources"]}
     _, groups = get(kube_api, "/apis")
     served = {g["name"]: g["preferredVersion"]["version"] for g in groups["groups"]}
-    assert served == {"apps": "v1", "batch": "v1", "node.k8s.io": "v1",
-                      "coordination.k8s.io": "v1", "resource.k8s.io": "v1beta1",
-                      "nvidia.com": "v1", "kubeflow.org": "v1"}
+    assert served == {
+        "apps": "v1",
+        "batch": "v1",
+        "node.k8s.io": "v1",
+        "coordination.k8s.io": "v1",
+        "resource.k8s.io": "v1beta1",
+        "nvidia.com": "v1",
+        "kubeflow.org": "v1",
+    }
     _, apps = get(kube_api, "/apis/apps/v1")
-    assert {r["name"] for r in apps["resources"]} == {"deployments", "replicasets",
-                                                       "statefulsets", "daemonsets"}
+    assert {r["name"] for r in apps["resources"]} == {
+        "deployments",
+        "replicasets",
+        "statefulsets",
+        "daemonsets",
+    }
     assert get(kube_api, "/apis/resource.k8s.io/v1")[0] == 404
 
 
@@ -153,26 +182,30 @@ def test_status_objects_for_401_403_404_and_405(kube_api: KubeAPI) -> None:
     status, body = get(kube_api, "/api/v1/namespaces/ml/pods", token="")
     assert status == 401 and body["kind"] == "Status" and body["reason"] == "Unauthorized"
     assert get(kube_api, "/api/v1/namespaces/ml/pods", token="nope")[0] == 401
-    viewer = kube_api.add_user("ml-viewer", rules=[
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
-        namespaces=["ml"])
+    viewer = kube_api.add_user(
+        "ml-viewer",
+        rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+        namespaces=["ml"],
+    )
     assert get(kube_api, "/api/v1/namespaces/ml/pods", token=viewer)[0] == 200
     status, body = get(kube_api, "/api/v1/pods", token=viewer)
     assert status == 403
-    assert body["message"] == ('pods is forbidden: User "ml-viewer" cannot list resource "pods" '
-                               'in API group "" at the cluster scope')
-    status, body = get(kube_api, "/apis/apps/v1/namespaces/ml/deployments/llm-serve",
-                       token=viewer)
+    assert body["message"] == (
+        'pods is forbidden: User "ml-viewer" cannot list resource "pods" '
+        'in API group "" at the cluster scope'
+    )
+    status, body = get(kube_api, "/apis/apps/v1/namespaces/ml/deployments/llm-serve", token=viewer)
     assert status == 403
-    assert body["message"].startswith('deployments.apps "llm-serve" is forbidden: User '
-                                      '"ml-viewer" cannot get resource "deployments" in API '
-                                      'group "apps" in the namespace "ml"')
+    assert body["message"].startswith(
+        'deployments.apps "llm-serve" is forbidden: User '
+        '"ml-viewer" cannot get resource "deployments" in API '
+        'group "apps" in the namespace "ml"'
+    )
     assert body["details"] == {"kind": "deployments", "name": "llm-serve", "group": "apps"}
     status, body = get(kube_api, "/api/v1/namespaces/ml/pods/trainer-0/log", token=viewer)
     assert status == 403 and 'cannot get resource "pods/log"' in body["message"]
     status, body = get(kube_api, "/api/v1/namespaces/ml/pods/ghost")
-    assert (status, body["reason"], body["message"]) == (404, "NotFound",
-                                                         'pods "ghost" not found')
+    assert (status, body["reason"], body["message"]) == (404, "NotFound", 'pods "ghost" not found')
 
 
 def test_writes_are_refused_and_recorded() -> None:
@@ -186,20 +219,33 @@ def test_writes_are_refused_and_recorded() -> None:
 
 def test_field_selectors(kube_api: KubeAPI) -> None:
     _, on_node = get(kube_api, "/api/v1/pods", {"fieldSelector": "spec.nodeName=gpu-node-1"})
-    assert names(on_node) == ["nvidia-device-plugin-daemonset-4e7f7", "node-exporter-8fj2k",
-                              "llm-serve-6d5f7c9b8-2xkqp", "llm-serve-6d5f7c9b8-7hfzc",
-                              "trainer-0"]
+    assert names(on_node) == [
+        "nvidia-device-plugin-daemonset-4e7f7",
+        "node-exporter-8fj2k",
+        "llm-serve-6d5f7c9b8-2xkqp",
+        "llm-serve-6d5f7c9b8-7hfzc",
+        "trainer-0",
+    ]
     assert on_node["kind"] == "PodList" and "kind" not in on_node["items"][0]
-    _, pending = get(kube_api, "/api/v1/pods", {
-        "fieldSelector": "status.phase!=Running,status.phase!=Succeeded"})
+    _, pending = get(
+        kube_api, "/api/v1/pods", {"fieldSelector": "status.phase!=Running,status.phase!=Succeeded"}
+    )
     assert names(pending) == ["finetune-x8k2p", "llm-serve-6d5f7c9b8-q9wrt", "trainer-0"]
     assert [i["metadata"]["namespace"] for i in pending["items"]] == ["ml", "ml", "ml-dev"]
-    _, events = get(kube_api, "/api/v1/namespaces/ml/events", {
-        "fieldSelector": "involvedObject.kind=ReplicaSet,involvedObject.name="
-                         "quota-demo-654649bb45"})
+    _, events = get(
+        kube_api,
+        "/api/v1/namespaces/ml/events",
+        {
+            "fieldSelector": "involvedObject.kind=ReplicaSet,involvedObject.name="
+            "quota-demo-654649bb45"
+        },
+    )
     assert [e["reason"] for e in events["items"]] == ["FailedCreate"]
-    _, node_events = get(kube_api, "/api/v1/events", {
-        "fieldSelector": "involvedObject.kind=Node,involvedObject.name=gpu-node-1"})
+    _, node_events = get(
+        kube_api,
+        "/api/v1/events",
+        {"fieldSelector": "involvedObject.kind=Node,involvedObject.name=gpu-node-1"},
+    )
     assert [e["reason"] for e in node_events["items"]] == ["SystemOOM"]
     assert node_events["items"][0]["metadata"]["namespace"] == "default"
     _, by_name = get(kube_api, "/api/v1/pods", {"fieldSelector": "metadata.name=trainer-0"})
@@ -246,8 +292,9 @@ def test_pagination_with_limit_and_continue() -> None:
                 break
         assert pages == 3 and len(seen) == 1234 and len(set(seen)) == 1234
         assert seen == sorted(seen)
-        _, filtered = get(api, "/api/v1/nodes", {"limit": 100, "labelSelector":
-                                                 "nvidia.com/gpu.present=true"})
+        _, filtered = get(
+            api, "/api/v1/nodes", {"limit": 100, "labelSelector": "nvidia.com/gpu.present=true"}
+        )
         assert len(filtered["items"]) == 100 and "remainingItemCount" not in filtered["metadata"]
         assert get(api, "/api/v1/nodes", {"limit": 10, "continue": "garbage"})[0] == 400
 
@@ -256,19 +303,23 @@ def test_pod_logs_options(kube_api: KubeAPI) -> None:
     base = "/api/v1/namespaces/ml/pods/trainer-0/log"
     status, body = get(kube_api, base)
     assert status == 400
-    assert body["message"] == ("a container name must be specified for pod trainer-0, choose "
-                               "one of: [trainer metrics]")
+    assert body["message"] == (
+        "a container name must be specified for pod trainer-0, choose one of: [trainer metrics]"
+    )
     _, text = get(kube_api, base, {"container": "trainer", "previous": "true", "tailLines": 2})
     assert text.splitlines()[0] == "RuntimeError: CUDA error: unspecified launch failure"
     _, text = get(kube_api, base, {"container": "trainer", "limitBytes": 9})
     assert text == "step 4100"
     status, body = get(kube_api, base, {"container": "metrics", "previous": "true"})
     assert status == 400
-    assert body["message"] == ('previous terminated container "metrics" in pod "trainer-0" '
-                               "not found")
+    assert body["message"] == (
+        'previous terminated container "metrics" in pod "trainer-0" not found'
+    )
     status, body = get(kube_api, "/api/v1/namespaces/ml/pods/finetune-x8k2p/log")
-    assert (status, body["message"]) == (400, 'container "main" in pod "finetune-x8k2p" is '
-                                              "waiting to start: ContainerCreating")
+    assert (status, body["message"]) == (
+        400,
+        'container "main" in pod "finetune-x8k2p" is waiting to start: ContainerCreating',
+    )
 
 
 def test_node_log_query(kube_api: KubeAPI) -> None:
@@ -276,9 +327,10 @@ def test_node_log_query(kube_api: KubeAPI) -> None:
     status, text = get(kube_api, path, {"query": "kubelet", "pattern": "device", "tailLines": 5})
     assert status == 200
     assert text.splitlines() == [
-        'Nov 02 09:41:08 gpu-node-1 kubelet[2211]: I1102 09:41:08.000000    2211 '
+        "Nov 02 09:41:08 gpu-node-1 kubelet[2211]: I1102 09:41:08.000000    2211 "
         'manager.go:286] "Updated device health" resource="nvidia.com/gpu" healthy=7 '
-        "unhealthy=1"]
+        "unhealthy=1"
+    ]
     assert get(kube_api, path, {"query": "containerd"})[0] == 404
     assert get(kube_api, "/api/v1/nodes/ghost/proxy/logs/", {"query": "kubelet"})[0] == 404
 
@@ -294,7 +346,11 @@ def test_injected_latency_and_request_log(kube_api: KubeAPI) -> None:
     assert slow >= 0.4 > fast
     last = kube_api.requests[-1]
     assert (last.method, last.path, last.user, last.status) == (
-        "GET", "/api/v1/namespaces/ml/pods/trainer-0", "kubernetes-admin", 200)
+        "GET",
+        "/api/v1/namespaces/ml/pods/trainer-0",
+        "kubernetes-admin",
+        200,
+    )
 
 
 def test_keepalive_responses_are_not_held_by_nagle(kube_api: KubeAPI) -> None:
@@ -303,8 +359,9 @@ def test_keepalive_responses_are_not_held_by_nagle(kube_api: KubeAPI) -> None:
     durations = []
     for _ in range(30):
         started = time.perf_counter()
-        conn.request("GET", "/api/v1/nodes/gpu-node-1",
-                     headers={"Authorization": f"Bearer {kube_api.token}"})
+        conn.request(
+            "GET", "/api/v1/nodes/gpu-node-1", headers={"Authorization": f"Bearer {kube_api.token}"}
+        )
         resp = conn.getresponse()
         assert resp.status == 200
         resp.read()
@@ -315,15 +372,18 @@ def test_keepalive_responses_are_not_held_by_nagle(kube_api: KubeAPI) -> None:
 
 def test_percent_encoded_names_are_decoded_when_routing() -> None:
     name, ns = "odd name;$(x)", "ns/with slash"
-    cluster = Cluster().add(c.namespace(ns), c.pod(name, ns, containers=[c.container("main")],
-                                                      statuses=[c.running("main")]))
+    cluster = Cluster().add(
+        c.namespace(ns),
+        c.pod(name, ns, containers=[c.container("main")], statuses=[c.running("main")]),
+    )
     cluster.logs[(ns, name, "main", False)] = "hello\n"
     with KubeAPI(cluster) as api:
         q = lambda s: quote(s, safe="")  # noqa: E731
         status, body = get(api, f"/api/v1/namespaces/{q(ns)}/pods/{q(name)}")
         assert status == 200, body
         assert body["metadata"]["name"] == name
-        status, text = get(api, f"/api/v1/namespaces/{q(ns)}/pods/{q(name)}/log",
-                           {"container": "main"})
+        status, text = get(
+            api, f"/api/v1/namespaces/{q(ns)}/pods/{q(name)}/log", {"container": "main"}
+        )
         assert (status, text) == (200, "hello\n")
         assert api.requests[0].path == f"/api/v1/namespaces/{q(ns)}/pods/{q(name)}"

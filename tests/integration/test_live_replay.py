@@ -20,8 +20,9 @@ def _ssh_flags(lab: SshLab) -> list[str]:
     return ["--ssh-config", str(lab.config), "--known-hosts", str(lab.known_hosts)]
 
 
-def test_live_run_and_replay_of_its_bundle_agree(kube_api: KubeAPI, kubeconfig: Path,
-                                                 tmp_path: Path) -> None:
+def test_live_run_and_replay_of_its_bundle_agree(
+    kube_api: KubeAPI, kubeconfig: Path, tmp_path: Path
+) -> None:
     require_tool("sshd", "/usr/sbin/sshd")
     with SshLab(tmp_path / "ssh") as lab:
         common = ["-n", "ml", "--kubeconfig", str(kubeconfig), *_ssh_flags(lab)]
@@ -36,8 +37,9 @@ def test_live_run_and_replay_of_its_bundle_agree(kube_api: KubeAPI, kubeconfig: 
     a, b = json.loads(live.read_text()), json.loads(replay.read_text())
     assert rc_live == rc_replay
     assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
-    assert [(w["id"], w["target"]) for w in a["walk"]] == [(w["id"], w["target"])
-                                                            for w in b["walk"]]
+    assert [(w["id"], w["target"]) for w in a["walk"]] == [
+        (w["id"], w["target"]) for w in b["walk"]
+    ]
     # Node evidence really came over SSH (not skipped), and the private address was not used.
     by_key = {s["key"]: s for s in a["sources"]}
     for key in ("kubelet", "dmesg", "nvidia-smi"):

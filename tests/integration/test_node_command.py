@@ -37,12 +37,28 @@ def api() -> Iterator[KubeAPI]:
         assert not api.mutations()
 
 
-def test_live_node_walk_over_the_api_and_ssh(api: KubeAPI, lab: SshLab, tmp_path: Path,
-                                             dials: list[tuple[str, int]],
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_live_node_walk_over_the_api_and_ssh(
+    api: KubeAPI,
+    lab: SshLab,
+    tmp_path: Path,
+    dials: list[tuple[str, int]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     config = api.write_kubeconfig(tmp_path / "kubeconfig")
-    rc = main(["node", LOST_NODE, "--kubeconfig", str(config), "--ssh-config", str(lab.config),
-               "--known-hosts", str(lab.known_hosts), "--report", "json"])
+    rc = main(
+        [
+            "node",
+            LOST_NODE,
+            "--kubeconfig",
+            str(config),
+            "--ssh-config",
+            str(lab.config),
+            "--known-hosts",
+            str(lab.known_hosts),
+            "--report",
+            "json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     report = json.loads(out)
@@ -56,13 +72,25 @@ def test_live_node_walk_over_the_api_and_ssh(api: KubeAPI, lab: SshLab, tmp_path
     sources = {s["key"]: s for s in report["sources"]}
     assert sources["pod"]["status"] == "unavailable"
     assert sources["pod"]["detail"] == f"no pod: this is the walk of node {LOST_NODE}"
-    for key in ("node", "node-events", "node-pods", "device-plugin", "runtimeclasses",
-                "kubelet", "dmesg", "nvidia-smi", "lsmod", "containerd-config"):
+    for key in (
+        "node",
+        "node-events",
+        "node-pods",
+        "device-plugin",
+        "runtimeclasses",
+        "kubelet",
+        "dmesg",
+        "nvidia-smi",
+        "lsmod",
+        "containerd-config",
+    ):
         assert sources[key]["status"] == "ok", (key, sources[key])
     assert sources["dmesg"]["source"].startswith("ssh ")
     assert sources["node"]["source"] == f"GET /api/v1/nodes/{LOST_NODE}"
-    assert "device-plugin pod gpu-operator/nvidia-device-plugin-00001" in sources[
-        "device-plugin"]["detail"]
+    assert (
+        "device-plugin pod gpu-operator/nvidia-device-plugin-00001"
+        in sources["device-plugin"]["detail"]
+    )
 
     inventory = report["inventory"]
     assert inventory["node"] == LOST_NODE
@@ -70,24 +98,30 @@ def test_live_node_walk_over_the_api_and_ssh(api: KubeAPI, lab: SshLab, tmp_path
     assert inventory["allocatable"] == {"nvidia.com/gpu": 7}
     assert inventory["gpus_source"] == "xml"
     assert [(g["pci"], g["uuid"]) for g in inventory["gpus"]] == [
-        ("0000:3B:00.0", "GPU-4a1b7c2e-9d3f-5e6a-8b0c-1d2e3f4a5b6c")]
+        ("0000:3B:00.0", "GPU-4a1b7c2e-9d3f-5e6a-8b0c-1d2e3f4a5b6c")
+    ]
 
     paths = [r.path for r in api.requests]
     assert {r.method for r in api.requests} == {"GET"}
     assert f"/api/v1/nodes/{LOST_NODE}" in paths
     assert not any("node/" in p or p.startswith("/api/v1/namespaces/default/pods") for p in paths)
-    node_pods = [r for r in api.requests if r.path == "/api/v1/pods"
-                 and r.param("fieldSelector") == f"spec.nodeName={LOST_NODE}"]
+    node_pods = [
+        r
+        for r in api.requests
+        if r.path == "/api/v1/pods" and r.param("fieldSelector") == f"spec.nodeName={LOST_NODE}"
+    ]
     assert node_pods and all(r.param("limit") == "500" for r in node_pods)
     assert any("journalctl" in cmd or "dmesg" in cmd for cmd in lab.node.commands())
     assert dials and {host for host, _ in dials} == {"127.0.0.1"}
 
 
-def test_unknown_node_suggests_close_names(api: KubeAPI, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_node_suggests_close_names(
+    api: KubeAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = api.write_kubeconfig(tmp_path / "kubeconfig")
-    rc = main(["node", "gpu-node-1x", "--kubeconfig", str(config), "--ssh", "off",
-               "--report", "json"])
+    rc = main(
+        ["node", "gpu-node-1x", "--kubeconfig", str(config), "--ssh", "off", "--report", "json"]
+    )
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert 'node not found: node "gpu-node-1x" not found. Did you mean gpu-node-1' in err
@@ -106,8 +140,10 @@ def test_node_bundle_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     rc = main(["node", "gpu-h100-07", "--from", str(bundle), "--report", "md"])
     out, err = capsys.readouterr()
     assert rc == 0, err
-    assert "**Verdict:** 🟥 A GPU fell off the bus (Xid 79) (`lost.gpu-fallen-off-bus`, " \
-           "critical, certain)" in out
+    assert (
+        "**Verdict:** 🟥 A GPU fell off the bus (Xid 79) (`lost.gpu-fallen-off-bus`, "
+        "critical, certain)" in out
+    )
     assert "## GPU inventory" in out
     assert "gpu-h100-07: NVIDIA-H100-80GB-HBM3, 79 GiB; label count 8, advertised 8" in out
     assert "allocatable/capacity: nvidia.com/gpu 7/8" in out
@@ -120,25 +156,35 @@ def test_node_bundle_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 async def test_node_walk_in_the_triage_tui(tmp_path: Path) -> None:
     session = NodeBundleSession(node_bundle(tmp_path), "gpu-h100-07")
     triage = node_triage("gpu-h100-07", TriageOptions())
-    app = TriageApp(session, walker_factory=partial(playbook_walker, (), triage.entry),
-                    facts_builder=triage.build_facts,
-                    notes_path=tmp_path / "notes.json", export_dir=tmp_path / "out")
+    app = TriageApp(
+        session,
+        walker_factory=partial(playbook_walker, (), triage.entry),
+        facts_builder=triage.build_facts,
+        notes_path=tmp_path / "notes.json",
+        export_dir=tmp_path / "out",
+    )
     async with app.run_test(size=(140, 45)) as pilot:
         await settle(pilot, app)
         assert app.facts is not None and app.facts["node"].values["name"] == "gpu-h100-07"
         assert app.facts.target.node == "gpu-h100-07"  # the node walk's facts builder
         assert not app.facts["pod"].known
         assert app.transcript is not None and app.transcript.entry == "lost-card"
-        assert app.transcript.entry_reason.startswith("no pod to triage (gputriage node): "
-                                                      "the node's kernel log")
+        assert app.transcript.entry_reason.startswith(
+            "no pod to triage (gputriage node): the node's kernel log"
+        )
         assert app.transcript.findings[0].id == "lost.gpu-fallen-off-bus"
 
 
 async def test_triage_node_from_a_pod_walk_that_blames_the_node(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     session = BundleSession(SCENARIOS / "lost-xid79")
-    app = TriageApp(session, walker_factory=playbook_walker, notes_path=tmp_path / "n.json",
-                    export_dir=tmp_path / "out")
+    app = TriageApp(
+        session,
+        walker_factory=playbook_walker,
+        notes_path=tmp_path / "n.json",
+        export_dir=tmp_path / "out",
+    )
     async with app.run_test(size=(140, 45)) as pilot:
         await settle(pilot, app)
         assert app.transcript is not None
@@ -150,8 +196,9 @@ async def test_triage_node_from_a_pod_walk_that_blames_the_node(
     launched: list[tuple[str, str]] = []
 
     def run_app(self: TriageApp) -> None:
-        launched.append((self.session.description, self.facts_builder.__name__
-                         if self.facts_builder else ""))
+        launched.append(
+            (self.session.description, self.facts_builder.__name__ if self.facts_builder else "")
+        )
 
     monkeypatch.setattr(TriageApp, "run", run_app)
     following = node_after(session, app.next_node, TriageOptions())
@@ -161,8 +208,12 @@ async def test_triage_node_from_a_pod_walk_that_blames_the_node(
 
 
 async def test_triage_node_refused_when_the_verdict_is_not_the_nodes(tmp_path: Path) -> None:
-    app = TriageApp(BundleSession(SCENARIOS / "oom-time-sliced"), walker_factory=playbook_walker,
-                    notes_path=tmp_path / "n.json", export_dir=tmp_path / "out")
+    app = TriageApp(
+        BundleSession(SCENARIOS / "oom-time-sliced"),
+        walker_factory=playbook_walker,
+        notes_path=tmp_path / "n.json",
+        export_dir=tmp_path / "out",
+    )
     async with app.run_test(size=(140, 45)) as pilot:
         await settle(pilot, app)
         assert app.transcript is not None

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromLab]:
-    lab = PromLab(tmp_path_factory.mktemp("prom"), require_tool("prometheus"),
-                  require_tool("promtool"))
+    lab = PromLab(
+        tmp_path_factory.mktemp("prom"), require_tool("prometheus"), require_tool("promtool")
+    )
     lab.start(ready_within=90)
     try:
         yield lab
@@ -47,18 +48,47 @@ def _metrics(prom: PromLab, node: str, ns: str, pod: str) -> Evidence:
 
 def _pod(name: str, ns: str, node: str, *, cpu: str = "8") -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}",
-                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
-                                          "name": name.rsplit("-", 1)[0], "controller": True}]},
-        "spec": {"nodeName": node, "containers": [{
-            "name": "main", "image": "registry.internal/train:1",
-            "resources": {"limits": {"cpu": cpu, "memory": "64Gi", "nvidia.com/gpu": "1"},
-                          "requests": {"cpu": cpu, "memory": "64Gi", "nvidia.com/gpu": "1"}}}]},
-        "status": {"phase": "Running", "qosClass": "Guaranteed", "containerStatuses": [{
-            "name": "main", "ready": True, "restartCount": 0,
-            "image": "registry.internal/train:1",
-            "state": {"running": {"startedAt": "2026-12-01T08:00:00Z"}}}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"uid-{name}",
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": name.rsplit("-", 1)[0],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.internal/train:1",
+                    "resources": {
+                        "limits": {"cpu": cpu, "memory": "64Gi", "nvidia.com/gpu": "1"},
+                        "requests": {"cpu": cpu, "memory": "64Gi", "nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "qosClass": "Guaranteed",
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": "registry.internal/train:1",
+                    "state": {"running": {"startedAt": "2026-12-01T08:00:00Z"}},
+                }
+            ],
+        },
     }
 
 
@@ -67,8 +97,9 @@ def _walk(prom_ev: Evidence, pod: dict[str, Any]):  # type: ignore[no-untyped-de
     from gputriage.playbook.loader import load_playbooks
 
     text = json.dumps(pod)
-    ev = EvidenceSet([Evidence(Key.POD, Status.OK, "object", text, "pod.json", pod, "json"),
-                      prom_ev])
+    ev = EvidenceSet(
+        [Evidence(Key.POD, Status.OK, "object", text, "pod.json", pod, "json"), prom_ev]
+    )
     facts = build_facts(ev)
     return facts, walk(load_playbooks(), facts, {}, {})
 
@@ -90,8 +121,9 @@ def test_two_xid79_episodes_are_a_repeat_with_both_times(prom: PromLab) -> None:
     assert (rep["uuid"], rep["code"], rep["count"]) == (UUID_XID, 79, 2)
     day = 86400
     expected = [prom.now - 5 * day, prom.now - day]
-    got = [time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-           for t in rep["times"]]
+    got = [
+        time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone for t in rep["times"]
+    ]
     # Each episode starts within one query step (17 min at the default 7-day window).
     assert all(abs(g - e) <= 1020 for g, e in zip(got, expected, strict=True)), rep
     cited = [c.text for c in m.cites["xid_repeats"]]
@@ -149,8 +181,8 @@ def test_unreachable_prometheus_is_unknown_and_bounded() -> None:
     port = free_port()  # nothing listens there
     started = time.monotonic()
     ev = PrometheusSource(PromSettings(f"http://127.0.0.1:{port}", timeout=3)).collect(
-        Evidence(Key.POD, Status.OK, "", "", "pod.json", _pod("x-0", "ml", "gpu-node-1"),
-                 "json"))
+        Evidence(Key.POD, Status.OK, "", "", "pod.json", _pod("x-0", "ml", "gpu-node-1"), "json")
+    )
     assert time.monotonic() - started < 5
     assert ev.status is Status.UNAVAILABLE and "cannot reach" in ev.detail
     facts, _ = _walk(ev, _pod("x-0", "ml", "gpu-node-1"))
@@ -163,14 +195,24 @@ def test_bad_query_is_recorded_and_others_still_answer(prom: PromLab) -> None:
         client.query_range("DCGM_FI_DEV_XID_ERRORS{", prom.now - 3600, prom.now, 60)
 
 
-def test_collect_then_replay_gives_the_same_verdict(prom: PromLab, kube_api: KubeAPI,
-                                                    kubeconfig: Path, tmp_path: Path) -> None:
+def test_collect_then_replay_gives_the_same_verdict(
+    prom: PromLab, kube_api: KubeAPI, kubeconfig: Path, tmp_path: Path
+) -> None:
     from gputriage.cli import main
     from tests.integration.conftest import node_overrides
     from tests.kubeapi.cluster import gpu_cluster
 
-    common = ["-n", "ml", "--kubeconfig", str(kubeconfig), "--ssh", "off",
-              "--prometheus", prom.url, *node_overrides(gpu_cluster())]
+    common = [
+        "-n",
+        "ml",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--ssh",
+        "off",
+        "--prometheus",
+        prom.url,
+        *node_overrides(gpu_cluster()),
+    ]
     live = tmp_path / "live.json"
     rc_live = main(["trainer-0", *common, "--report", "json", "-o", str(live)])
     bundle = tmp_path / "bundle"
@@ -178,31 +220,48 @@ def test_collect_then_replay_gives_the_same_verdict(prom: PromLab, kube_api: Kub
     stored = json.loads((bundle / "prometheus.json").read_text())
     assert stored["prometheus"] == prom.url and stored["node"] == NODE_XID
     assert {q["id"] for q in stored["queries"]} >= {"xid", "fb_used", "clocks_event"}
-    assert json.loads((bundle / "meta.json").read_text())["sources"]["prometheus"]["status"] \
-        == "ok"
+    assert json.loads((bundle / "meta.json").read_text())["sources"]["prometheus"]["status"] == "ok"
     replay = tmp_path / "replay.json"
     rc_replay = main(["trainer-0", "--from", str(bundle), "--report", "json", "-o", str(replay)])
     a, b = json.loads(live.read_text()), json.loads(replay.read_text())
     assert rc_live == rc_replay
     assert [f["id"] for f in a["findings"]] == [f["id"] for f in b["findings"]]
-    assert [(w["id"], w["target"]) for w in a["walk"]] == [(w["id"], w["target"])
-                                                            for w in b["walk"]]
+    assert [(w["id"], w["target"]) for w in a["walk"]] == [
+        (w["id"], w["target"]) for w in b["walk"]
+    ]
     assert {s["key"]: s["status"] for s in a["sources"]}["prometheus"] == "ok"
     assert "lost.repeated-hardware-xid" in [f["id"] for f in a["findings"]]
 
 
-def test_through_the_api_servers_service_proxy(prom: PromLab, kube_cluster: Any,
-                                               kube_api: KubeAPI, kubeconfig: Path,
-                                               tmp_path: Path) -> None:
+def test_through_the_api_servers_service_proxy(
+    prom: PromLab, kube_cluster: Any, kube_api: KubeAPI, kubeconfig: Path, tmp_path: Path
+) -> None:
     from gputriage.cli import main
     from tests.integration.conftest import node_overrides
 
     kube_cluster.add_service_proxy("monitoring", "prometheus-k8s", 9090, prom.url)
-    common = ["-n", "ml", "--kubeconfig", str(kubeconfig), "--ssh", "off",
-              *node_overrides(kube_cluster)]
+    common = [
+        "-n",
+        "ml",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--ssh",
+        "off",
+        *node_overrides(kube_cluster),
+    ]
     out = tmp_path / "proxy.json"
-    main(["trainer-0", *common, "--prometheus", "svc:monitoring/prometheus-k8s:9090",
-          "--report", "json", "-o", str(out)])
+    main(
+        [
+            "trainer-0",
+            *common,
+            "--prometheus",
+            "svc:monitoring/prometheus-k8s:9090",
+            "--report",
+            "json",
+            "-o",
+            str(out),
+        ]
+    )
     report = json.loads(out.read_text())
     source = {s["key"]: s for s in report["sources"]}["prometheus"]
     assert source["status"] == "ok", source
@@ -210,12 +269,25 @@ def test_through_the_api_servers_service_proxy(prom: PromLab, kube_cluster: Any,
     from urllib.parse import unquote
 
     proxied = [unquote(r.path) for r in kube_api.requests if "/services/" in r.path]
-    assert proxied and all(p.startswith("/api/v1/namespaces/monitoring/services/"
-                                        "prometheus-k8s:9090/proxy/api/v1/query_range")
-                           for p in proxied)
+    assert proxied and all(
+        p.startswith(
+            "/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy/api/v1/query_range"
+        )
+        for p in proxied
+    )
     # A service without endpoints is "could not see", and the walk still ends.
-    main(["trainer-0", *common, "--prometheus", "svc:monitoring/nothing:9090",
-          "--report", "json", "-o", str(out)])
+    main(
+        [
+            "trainer-0",
+            *common,
+            "--prometheus",
+            "svc:monitoring/nothing:9090",
+            "--report",
+            "json",
+            "-o",
+            str(out),
+        ]
+    )
     report = json.loads(out.read_text())
     source = {s["key"]: s for s in report["sources"]}["prometheus"]
     assert source["status"] == "unavailable" and "HTTP 503" in source["detail"]

@@ -33,25 +33,33 @@ def big() -> Iterator[tuple[KubeAPI, Planted]]:
         assert not api.mutations()
 
 
-def scan(api: KubeAPI, tmp_path: Path, *argv: str, context: KubeContext | None = None
-         ) -> subprocess.CompletedProcess[str]:
+def scan(
+    api: KubeAPI, tmp_path: Path, *argv: str, context: KubeContext | None = None
+) -> subprocess.CompletedProcess[str]:
     config = api.write_kubeconfig(tmp_path / "kubeconfig", [context] if context else ())
-    return subprocess.run([sys.executable, "-m", "gputriage", "scan", *argv,
-                           "--kubeconfig", str(config)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gputriage", "scan", *argv, "--kubeconfig", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def found(report: dict[str, Any]) -> tuple[dict[tuple[str, str], frozenset[str]],
-                                          dict[str, frozenset[str]]]:
-    pods = {(t["namespace"], t["name"]): frozenset(t["troubles"])
-            for t in report["troubles"] if t["kind"] == "pod"}
-    nodes = {t["name"]: frozenset(t["troubles"]) for t in report["troubles"]
-             if t["kind"] == "node"}
+def found(
+    report: dict[str, Any],
+) -> tuple[dict[tuple[str, str], frozenset[str]], dict[str, frozenset[str]]]:
+    pods = {
+        (t["namespace"], t["name"]): frozenset(t["troubles"])
+        for t in report["troubles"]
+        if t["kind"] == "pod"
+    }
+    nodes = {t["name"]: frozenset(t["troubles"]) for t in report["troubles"] if t["kind"] == "node"}
     return pods, nodes
 
 
-def test_all_namespaces_finds_exactly_the_planted_troubles(big: tuple[KubeAPI, Planted],
-                                                          tmp_path: Path) -> None:
+def test_all_namespaces_finds_exactly_the_planted_troubles(
+    big: tuple[KubeAPI, Planted], tmp_path: Path
+) -> None:
     api, planted = big
     api.clear_requests()
     result = scan(api, tmp_path, "-A", "--report", "json")
@@ -62,8 +70,12 @@ def test_all_namespaces_finds_exactly_the_planted_troubles(big: tuple[KubeAPI, P
     assert nodes == planted.nodes
     assert len(pods) == 19 and len(nodes) == 17
     assert report["complete"] is True
-    assert report["scope"] == {"namespace": "", "all_namespaces": True, "selector": "",
-                               "stuck_after_s": 600}
+    assert report["scope"] == {
+        "namespace": "",
+        "all_namespaces": True,
+        "selector": "",
+        "stuck_after_s": 600,
+    }
     summary = report["summary"]
     assert summary["nodes_listed"] == NODES and summary["gpu_nodes"] == 1400
     assert summary["pods_in_trouble"] == 19 and summary["nodes_in_trouble"] == 17
@@ -93,15 +105,15 @@ def test_all_namespaces_finds_exactly_the_planted_troubles(big: tuple[KubeAPI, P
     assert {r.agent.split(" ")[0].split("/")[0] for r in lists} == {"gputriage"}
     listings = {ls["what"]: ls for ls in report["listings"]}
     pod_pages = [r for r in lists if r.path == "/api/v1/pods"]
-    assert len(pod_pages) == listings["pods"]["pages"] == math.ceil(
-        listings["pods"]["items"] / 500)
+    assert len(pod_pages) == listings["pods"]["pages"] == math.ceil(listings["pods"]["items"] / 500)
     assert sum(1 for r in pod_pages if r.param("continue")) == len(pod_pages) - 1
     assert all(r.param("fieldSelector") == "status.phase!=Succeeded" for r in pod_pages)
     assert listings["nodes"]["items"] == NODES and listings["nodes"]["pages"] == 4
 
 
-def test_namespace_scope_lists_plugins_by_label(big: tuple[KubeAPI, Planted],
-                                                tmp_path: Path) -> None:
+def test_namespace_scope_lists_plugins_by_label(
+    big: tuple[KubeAPI, Planted], tmp_path: Path
+) -> None:
     api, planted = big
     namespace = sorted({ns for ns, _ in planted.pods})[0]
     api.clear_requests()
@@ -112,8 +124,7 @@ def test_namespace_scope_lists_plugins_by_label(big: tuple[KubeAPI, Planted],
     assert nodes == planted.nodes  # nodes are cluster-wide; plugins listed by their labels
     paths = {(r.path, r.param("labelSelector")) for r in api.requests}
     assert (f"/api/v1/namespaces/{namespace}/pods", "") in paths
-    assert ("/api/v1/pods", "app in (nvidia-device-plugin-daemonset,nvidia-device-plugin)") \
-        in paths
+    assert ("/api/v1/pods", "app in (nvidia-device-plugin-daemonset,nvidia-device-plugin)") in paths
     assert not any(p == "/api/v1/pods" and not sel for p, sel in paths)
     assert all(r.param("limit") == "500" for r in api.requests)
 
@@ -133,8 +144,9 @@ def test_label_selector_and_bad_duration(big: tuple[KubeAPI, Planted], tmp_path:
     assert result.returncode == 2 and "--stuck-after wants a duration" in result.stderr
 
 
-def test_expired_continue_token_restarts_the_list(big: tuple[KubeAPI, Planted],
-                                                  tmp_path: Path) -> None:
+def test_expired_continue_token_restarts_the_list(
+    big: tuple[KubeAPI, Planted], tmp_path: Path
+) -> None:
     api, planted = big
     namespace = sorted({ns for ns, _ in planted.pods})[-1]
     api.clear_requests()
@@ -142,18 +154,29 @@ def test_expired_continue_token_restarts_the_list(big: tuple[KubeAPI, Planted],
     result = scan(api, tmp_path, "-n", namespace, "--report", "json")
     assert result.returncode == 3, result.stderr
     assert found(json.loads(result.stdout)) == (
-        {k: v for k, v in planted.pods.items() if k[0] == namespace}, planted.nodes)
+        {k: v for k, v in planted.pods.items() if k[0] == namespace},
+        planted.nodes,
+    )
     assert [r.status for r in api.requests].count(410) == 1
 
 
-def test_forbidden_nodes_are_named_and_pods_still_scanned(big: tuple[KubeAPI, Planted],
-                                                          tmp_path: Path) -> None:
+def test_forbidden_nodes_are_named_and_pods_still_scanned(
+    big: tuple[KubeAPI, Planted], tmp_path: Path
+) -> None:
     api, planted = big
-    token = api.add_user("pod-reader", rules=[{"apiGroups": [""], "resources": ["pods"],
-                                               "verbs": ["get", "list"]}])
+    token = api.add_user(
+        "pod-reader", rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    )
     namespace = sorted({ns for ns, _ in planted.pods})[0]
-    result = scan(api, tmp_path, "-n", namespace, "--report", "json",
-                  context=KubeContext("reader", token=token))
+    result = scan(
+        api,
+        tmp_path,
+        "-n",
+        namespace,
+        "--report",
+        "json",
+        context=KubeContext("reader", token=token),
+    )
     assert result.returncode == 3, result.stderr
     report = json.loads(result.stdout)
     pods, nodes = found(report)
@@ -162,28 +185,49 @@ def test_forbidden_nodes_are_named_and_pods_still_scanned(big: tuple[KubeAPI, Pl
     assert report["complete"] is False
     listing = next(ls for ls in report["listings"] if ls["what"] == "nodes")
     assert listing["status"] == "forbidden"
-    assert listing["detail"].startswith("needs `list` on `nodes` (cluster-wide): add it to the "
-                                        "ClusterRole, see deploy/rbac.yaml")
+    assert listing["detail"].startswith(
+        "needs `list` on `nodes` (cluster-wide): add it to the ClusterRole, see deploy/rbac.yaml"
+    )
     assert "warning: could not list nodes: needs `list` on `nodes`" in result.stderr
 
 
 def test_refused_token_fails_with_advice(big: tuple[KubeAPI, Planted], tmp_path: Path) -> None:
     api, _ = big
-    result = scan(api, tmp_path, "-A", "--report", "json",
-                  context=KubeContext("expired", token="expired-token"))
+    result = scan(
+        api,
+        tmp_path,
+        "-A",
+        "--report",
+        "json",
+        context=KubeContext("expired", token="expired-token"),
+    )
     assert result.returncode == 2
     assert result.stdout == ""
-    assert "scan failed: cannot list pods: the API server refused our credentials (401 " \
-           "Unauthorized)" in result.stderr
+    assert (
+        "scan failed: cannot list pods: the API server refused our credentials (401 "
+        "Unauthorized)" in result.stderr
+    )
 
 
 def test_a_healthy_cluster_exits_zero(tmp_path: Path) -> None:
     cluster = Cluster(dra_version=None)
     node = c.gpu_node("gpu-a")
-    cluster.add(c.namespace("ml"), node, c.device_plugin_pod("gpu-a"),
-                c.pod("trainer-0", node="gpu-a", gpus=8, statuses=[c.running("main")]),
-                c.pod("web", node="gpu-a", gpus=0, statuses=[c.waiting(
-                    "main", "CrashLoopBackOff", restarts=5, last=c.terminated("OOMKilled", 137))]))
+    cluster.add(
+        c.namespace("ml"),
+        node,
+        c.device_plugin_pod("gpu-a"),
+        c.pod("trainer-0", node="gpu-a", gpus=8, statuses=[c.running("main")]),
+        c.pod(
+            "web",
+            node="gpu-a",
+            gpus=0,
+            statuses=[
+                c.waiting(
+                    "main", "CrashLoopBackOff", restarts=5, last=c.terminated("OOMKilled", 137)
+                )
+            ],
+        ),
+    )
     with KubeAPI(cluster) as api:
         result = scan(api, tmp_path, "-A", "--report", "json")
     assert result.returncode == 0, result.stderr

@@ -32,8 +32,9 @@ class RecordingScanApp(ScanApp):
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[tuple[KubeAPI, Planted, KubeClient]]:
+def setup(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[KubeAPI, Planted, KubeClient]]:
     cluster, planted = generate(2000, 20000, seed=11, now=time.time())
     with KubeAPI(cluster) as api:
         config = api.write_kubeconfig(Path(tmp_path_factory.mktemp("kc")) / "kubeconfig")
@@ -44,7 +45,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory
 
 
 async def test_scan_tui_streams_sorts_filters_and_picks(
-        setup: tuple[KubeAPI, Planted, KubeClient]) -> None:
+    setup: tuple[KubeAPI, Planted, KubeClient],
+) -> None:
     api, planted, client = setup
     api.delay(r"^/api/v1/pods$", 0.01)  # let the UI breathe between pages
     now = time.time()
@@ -60,8 +62,11 @@ async def test_scan_tui_streams_sorts_filters_and_picks(
         # rows arrived while the lists were still running
         assert len(app.seen) > 20
         assert any(not done and rows > 0 for done, rows in app.seen)
-        pods = {(r.namespace, r.name): frozenset(r.troubles) for r in app.rows.values()
-                if r.kind == "pod"}
+        pods = {
+            (r.namespace, r.name): frozenset(r.troubles)
+            for r in app.rows.values()
+            if r.kind == "pod"
+        }
         nodes = {r.name: frozenset(r.troubles) for r in app.rows.values() if r.kind == "node"}
         assert pods == planted.pods and nodes == planted.nodes
         table = app.query_one(DataTable)
@@ -80,8 +85,11 @@ async def test_scan_tui_streams_sorts_filters_and_picks(
 
         # filter: only the OOM family is left
         await pilot.press("slash", *"oom", "enter")
-        oom = {k for k, t in planted.pods.items()
-               if FAMILY_OF[Trouble(sorted(t, key=list(Trouble).index)[0])] is Family.OOM}
+        oom = {
+            k
+            for k, t in planted.pods.items()
+            if FAMILY_OF[Trouble(sorted(t, key=list(Trouble).index)[0])] is Family.OOM
+        }
         assert table.row_count == len(oom) == 7
         assert {(app.rows[k].namespace, app.rows[k].name) for k in app.shown} == oom
         await pilot.press("escape")
@@ -93,8 +101,7 @@ async def test_scan_tui_streams_sorts_filters_and_picks(
         detail = str(app.query_one("#scan-detail", Static).render())
         assert "node gpu-node-1: nvidia.com/gpu: allocatable 7 of capacity 8" in detail
         assert "enter: gputriage node gpu-node-1" in detail
-        assert ("gpu-node-1: NVIDIA-H100-80GB-HBM3, 80 GiB; label count 8, advertised 8"
-                in detail)
+        assert "gpu-node-1: NVIDIA-H100-80GB-HBM3, 80 GiB; label count 8, advertised 8" in detail
         await pilot.press("enter")
     assert app.return_value == Selection("node", "", "gpu-node-1")
     assert {r.method for r in api.requests} == {"GET"}
@@ -111,8 +118,7 @@ async def test_rescan_and_pick_a_pod(tmp_path: Path) -> None:
                     deadline = time.monotonic() + 30
                     while not app.done and time.monotonic() < deadline:
                         await pilot.pause(0.05)
-                    assert app.done and len(app.rows) == len(planted.pods) + len(
-                        planted.nodes)
+                    assert app.done and len(app.rows) == len(planted.pods) + len(planted.nodes)
                     lists = [r for r in api.requests if r.path == "/api/v1/nodes"]
                     if len(lists) == 1:
                         await pilot.press("r")

@@ -4,7 +4,6 @@ The bytes are measured on the wire, by a TCP relay in front of the bastion that 
 the client received (handshake and all).
 """
 
-# ruff: noqa: E501  (the generated log lines are as long as real ones)
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -53,15 +52,16 @@ def test_million_line_journal_and_100mb_kernel_log_transfer_kilobytes(lab: SshLa
     assert len(kernel.lines()) == 6
     assert "NVRM: Xid (PCI:0000:3b:00): 79" in kernel.raw
     # ~200 MB were produced on the node; the client received a few kilobytes.
-    assert source.bytes_received == len(kubelet.raw) + len(kernel.raw) + len(
-        "gputriage-rc=0\n") * 2
+    assert source.bytes_received == len(kubelet.raw) + len(kernel.raw) + len("gputriage-rc=0\n") * 2
     assert lab.counting.bytes_to_client < 32 * 1024, lab.counting.bytes_to_client
 
 
 def test_matching_flood_is_cut_on_the_node_at_max_bytes(lab: SshLab) -> None:
-    line = ("[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', "
-            "name=<unknown>, GPU has fallen off the bus.")
-    lab.write_tool("journalctl", f"yes \"{line}\" | head -n 1000000\n")  # 115 MB
+    line = (
+        "[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', "
+        "name=<unknown>, GPU has fallen off the bus."
+    )
+    lab.write_tool("journalctl", f'yes "{line}" | head -n 1000000\n')  # 115 MB
     limit = 256 * 1024
     source = SshNodeSource(lab.settings())
     ev = source.collect(Key.DMESG, lab.query(max_bytes=limit), timeout=120)

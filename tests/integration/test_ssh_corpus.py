@@ -35,8 +35,9 @@ def source(lab: SshLab) -> Iterator[SshNodeSource]:
     src.close()
 
 
-def test_kernel_filter_on_every_corpus_log(corpus_dir: Path, lab: SshLab,
-                                           source: SshNodeSource) -> None:
+def test_kernel_filter_on_every_corpus_log(
+    corpus_dir: Path, lab: SshLab, source: SshNodeSource
+) -> None:
     files = sorted((corpus_dir / "gpu" / "dmesg").iterdir())
     assert len(files) >= 30
     kept_xids = 0
@@ -56,20 +57,23 @@ def test_kernel_filter_on_every_corpus_log(corpus_dir: Path, lab: SshLab,
     assert kept_xids > 100
 
 
-def test_xid79_corpus_lines_survive_verbatim(corpus_dir: Path, lab: SshLab,
-                                            source: SshNodeSource) -> None:
-    text = (corpus_dir / "gpu/dmesg/xid79-sxid20034-hgx-fallen-off-bus-gpud-readme.log"
-            ).read_text()
+def test_xid79_corpus_lines_survive_verbatim(
+    corpus_dir: Path, lab: SshLab, source: SshNodeSource
+) -> None:
+    text = (corpus_dir / "gpu/dmesg/xid79-sxid20034-hgx-fallen-off-bus-gpud-readme.log").read_text()
     lab.write_data("kernel.log", "[6781740.000001] e1000e: eno1 NIC Link is Up\n" + text)
     ev = source.collect(Key.DMESG, lab.query(), timeout=20)
-    assert ev.lines()[2] == ("[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, "
-                             "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+    assert ev.lines()[2] == (
+        "[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, "
+        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    )
     assert sum("SXid (PCI:0000:05:00.0): 20034" in line for line in ev.lines()) == 4
     assert "e1000e" not in ev.raw
 
 
-def test_nvidia_smi_documents_and_errors_arrive_intact(corpus_dir: Path, lab: SshLab,
-                                                      source: SshNodeSource) -> None:
+def test_nvidia_smi_documents_and_errors_arrive_intact(
+    corpus_dir: Path, lab: SshLab, source: SshNodeSource
+) -> None:
     smi = corpus_dir / "gpu" / "nvidia-smi"
     for path in sorted((smi / "xml").iterdir()):
         lab.write_data("nvidia-smi.xml", path.read_text())
@@ -84,5 +88,7 @@ def test_nvidia_smi_documents_and_errors_arrive_intact(corpus_dir: Path, lab: Ss
     finally:
         lab.reset_node()
     assert ev.status is Status.OK and ev.raw == lost
-    assert "nvidia-smi -q -x exited 15: Unable to determine the device handle for GPU " \
-           "0000:02:00.0: GPU is lost" in ev.detail
+    assert (
+        "nvidia-smi -q -x exited 15: Unable to determine the device handle for GPU "
+        "0000:02:00.0: GPU is lost" in ev.detail
+    )

@@ -59,8 +59,9 @@ def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-unty
     return bool(predicate())
 
 
-def test_prepare_connects_before_any_collect_and_collect_shares_it(lab: SshLab,
-                                                                   dials: list) -> None:
+def test_prepare_connects_before_any_collect_and_collect_shares_it(
+    lab: SshLab, dials: list
+) -> None:
     source = SshNodeSource(lab.settings())
     try:
         # What the broker knows right after the pod: its node's name, no Node object yet.
@@ -75,7 +76,8 @@ def test_prepare_connects_before_any_collect_and_collect_shares_it(lab: SshLab,
 
 
 def test_prepare_does_nothing_when_the_address_needs_the_node_object(
-        lab: SshLab, dials: list, tmp_path: Path) -> None:
+    lab: SshLab, dials: list, tmp_path: Path
+) -> None:
     config = tmp_path / "ssh_config"
     config.write_text("Host bastion\n  HostName 127.0.0.1\n")  # nothing for gpu-node-*
     source = SshNodeSource(lab.settings(config_path=str(config)))
@@ -99,15 +101,20 @@ class _OneNode:
         return (Key.NODE,)
 
     def pod(self) -> Evidence:
-        return Evidence(Key.POD, Status.OK, "", "{}", "test",
-                        {"metadata": {"name": "trainer-0", "namespace": "ml"},
-                         "spec": {"nodeName": NODE_NAME}}, "json")
+        return Evidence(
+            Key.POD,
+            Status.OK,
+            "",
+            "{}",
+            "test",
+            {"metadata": {"name": "trainer-0", "namespace": "ml"}, "spec": {"nodeName": NODE_NAME}},
+            "json",
+        )
 
     def collect(self, key: Key, pod: Evidence) -> Evidence:
         time.sleep(self.node_delay)
         self.node_answered = time.monotonic()
-        return Evidence(key, Status.OK, "", "{}", "test",
-                        {"metadata": {"name": NODE_NAME}}, "json")
+        return Evidence(key, Status.OK, "", "{}", "test", {"metadata": {"name": NODE_NAME}}, "json")
 
     def node_query(self, pod: Evidence, node: Evidence | None) -> NodeQuery | str:
         return NodeQuery(NODE_NAME, NODE_NAME, "ml", "trainer-0")
@@ -119,8 +126,11 @@ def test_the_broker_connects_while_the_node_object_is_still_on_its_way(lab: SshL
     source = SshNodeSource(lab.settings())
     cluster = _OneNode(node_delay=1.5)
     connected: list[float] = []
-    watcher = threading.Thread(target=lambda: _wait_for(
-        lambda: source.connections_opened == 2) and connected.append(time.monotonic()))
+    watcher = threading.Thread(
+        target=lambda: (
+            _wait_for(lambda: source.connections_opened == 2) and connected.append(time.monotonic())
+        )
+    )
     watcher.start()
     try:
         evidence = asyncio.run(Broker(cluster, [source], timeout=20).gather())
@@ -143,7 +153,8 @@ print(json.dumps({"rc": rc, "paramiko": "paramiko" in sys.modules}))
 
 @pytest.mark.parametrize(("namespace", "contacted"), [("ml-dev", False), ("ml", True)])
 def test_paramiko_is_imported_only_when_a_node_is_contacted(
-        kube_api: KubeAPI, tmp_path: Path, namespace: str, contacted: bool) -> None:
+    kube_api: KubeAPI, tmp_path: Path, namespace: str, contacted: bool
+) -> None:
     """ml-dev/trainer-0 is Pending on no node; ml/trainer-0 runs on gpu-node-1 (reached, and
     refused, at a closed port on 127.0.0.1). SSH is on (the default) in both; ``--nodes 0``
     keeps the Pending pod's candidate nodes unread, so no node at all is contacted there."""
@@ -154,12 +165,32 @@ def test_paramiko_is_imported_only_when_a_node_is_contacted(
     closed.close()
     ssh_config = tmp_path / "ssh_config"
     ssh_config.write_text(f"Host gpu-node-*\n  HostName 127.0.0.1\n  Port {port}\n")
-    argv = ["triage", "trainer-0", "-n", namespace, "--kubeconfig", str(config),
-            "--ssh-config", str(ssh_config), "--request-timeout", "5", "--nodes", "0",
-            "--report", "json", "-o", str(tmp_path / "r")]
-    done = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    argv = [
+        "triage",
+        "trainer-0",
+        "-n",
+        namespace,
+        "--kubeconfig",
+        str(config),
+        "--ssh-config",
+        str(ssh_config),
+        "--request-timeout",
+        "5",
+        "--nodes",
+        "0",
+        "--report",
+        "json",
+        "-o",
+        str(tmp_path / "r"),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
+    )
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["rc"] in (0, 3), done.stderr
     assert result["paramiko"] is contacted

@@ -28,9 +28,10 @@ def test_unknown_node_key_is_refused_with_its_fingerprint(lab: SshLab) -> None:
     lab.known_hosts.write_text(lab.bastion.known_hosts_line())  # the node is not known
     ev = lsmod(lab)
     assert ev.status is Status.ERROR
-    assert (f"host key of [127.0.0.1]:{lab.node.port} is not in known_hosts "
-            f"({lab.known_hosts}): the server offered ssh-ed25519 {lab.node.fingerprint()}"
-            ) in ev.detail
+    assert (
+        f"host key of [127.0.0.1]:{lab.node.port} is not in known_hosts "
+        f"({lab.known_hosts}): the server offered ssh-ed25519 {lab.node.fingerprint()}"
+    ) in ev.detail
     assert "--accept-new-host-key" in ev.detail
     assert lab.node.commands() == []  # refused before anything ran
     assert lab.known_hosts.read_text() == lab.bastion.known_hosts_line()
@@ -49,38 +50,49 @@ def test_accept_new_host_key_trusts_and_saves_an_unknown_key(lab: SshLab) -> Non
     lab.known_hosts.write_text(lab.bastion.known_hosts_line())
     ev = lsmod(lab, accept_new_host_key=True)
     assert ev.status is Status.OK
-    assert (f"accepted new host key of [127.0.0.1]:{lab.node.port}: ssh-ed25519 "
-            f"{lab.node.fingerprint()} (saved to {lab.known_hosts})") in ev.detail
+    assert (
+        f"accepted new host key of [127.0.0.1]:{lab.node.port}: ssh-ed25519 "
+        f"{lab.node.fingerprint()} (saved to {lab.known_hosts})"
+    ) in ev.detail
     key_type, key_b64 = lab.node.host_key_pub.split()[:2]
-    assert lab.known_hosts.read_text() == (lab.bastion.known_hosts_line()
-                                           + f"[127.0.0.1]:{lab.node.port} {key_type} {key_b64}\n")
+    assert lab.known_hosts.read_text() == (
+        lab.bastion.known_hosts_line() + f"[127.0.0.1]:{lab.node.port} {key_type} {key_b64}\n"
+    )
     # Now known: a strict run succeeds, and OpenSSH itself agrees with what was saved.
     assert lsmod(lab).status is Status.OK
-    found = subprocess.run(["ssh-keygen", "-F", f"[127.0.0.1]:{lab.node.port}", "-f",
-                            str(lab.known_hosts)], capture_output=True, text=True)
+    found = subprocess.run(
+        ["ssh-keygen", "-F", f"[127.0.0.1]:{lab.node.port}", "-f", str(lab.known_hosts)],
+        capture_output=True,
+        text=True,
+    )
     assert found.returncode == 0 and lab.node.host_key_pub.split()[1] in found.stdout
 
 
 @pytest.mark.parametrize("accept_new", [False, True])
-def test_changed_host_key_is_always_refused(lab: SshLab, tmp_path: Path,
-                                            accept_new: bool) -> None:
+def test_changed_host_key_is_always_refused(lab: SshLab, tmp_path: Path, accept_new: bool) -> None:
     impostor = keygen(tmp_path / "old_host_key", "old")
-    old_fp = subprocess.run(["ssh-keygen", "-l", "-f", str(tmp_path / "old_host_key.pub")],
-                            check=True, capture_output=True, text=True).stdout.split()[1]
+    old_fp = subprocess.run(
+        ["ssh-keygen", "-l", "-f", str(tmp_path / "old_host_key.pub")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()[1]
     before = f"[127.0.0.1]:{lab.node.port} {impostor}\n" + lab.bastion.known_hosts_line()
     lab.known_hosts.write_text(before)
     ev = lsmod(lab, accept_new_host_key=accept_new)
     assert ev.status is Status.ERROR
-    assert (f"host key of [127.0.0.1]:{lab.node.port} CHANGED: known_hosts has ssh-ed25519 "
-            f"{old_fp} but the server offered ssh-ed25519 {lab.node.fingerprint()}"
-            ) in ev.detail
+    assert (
+        f"host key of [127.0.0.1]:{lab.node.port} CHANGED: known_hosts has ssh-ed25519 "
+        f"{old_fp} but the server offered ssh-ed25519 {lab.node.fingerprint()}"
+    ) in ev.detail
     assert "refuses it even with --accept-new-host-key" in ev.detail
     assert lab.known_hosts.read_text() == before  # nothing was rewritten
     assert lab.node.commands() == []
 
 
-def test_login_with_a_key_only_in_the_ssh_agent(lab: SshLab, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_login_with_a_key_only_in_the_ssh_agent(
+    lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     require_tool("ssh-agent")
     require_tool("ssh-add")
     sock = tmp_path / "agent.sock"
@@ -91,8 +103,9 @@ def test_login_with_a_key_only_in_the_ssh_agent(lab: SshLab, tmp_path: Path,
                 break
             subprocess.run(["sleep", "0.01"])
         env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
-        subprocess.run(["ssh-add", "-q", str(lab.client_key)], check=True, env=env,
-                       capture_output=True)
+        subprocess.run(
+            ["ssh-add", "-q", str(lab.client_key)], check=True, env=env, capture_output=True
+        )
         monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
         monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))  # no ~/.ssh/id_* to find
         # The config names a key file the server does not accept: only the agent can log in.
@@ -107,11 +120,13 @@ def test_login_with_a_key_only_in_the_ssh_agent(lab: SshLab, tmp_path: Path,
 
 
 def test_refused_login_is_forbidden_and_names_what_was_tried(
-        lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     keygen(tmp_path / "stranger", "stranger")
-    lab.write_config(identity=tmp_path / "stranger",
-                     node_extra=f"  IdentityFile {tmp_path / 'missing_key'}\n")
+    lab.write_config(
+        identity=tmp_path / "stranger", node_extra=f"  IdentityFile {tmp_path / 'missing_key'}\n"
+    )
     ev = lsmod(lab)
     assert ev.status is Status.FORBIDDEN
     assert "SSH login as root on root@bastion (127.0.0.1)" in ev.detail

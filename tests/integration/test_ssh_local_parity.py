@@ -60,8 +60,7 @@ def test_local_and_ssh_collect_identical_evidence(lab: SshLab) -> None:
 def test_local_nvidia_smi_comes_from_nvml(lab: SshLab) -> None:
     ev = LocalNodeSource(nvml=NoDriver).collect(Key.NVIDIA_SMI, lab.query(), 5)
     assert ev.status is Status.UNAVAILABLE
-    assert ev.detail == ("no NVIDIA driver/NVML on this machine (NVML Shared Library Not "
-                         "Found)")
+    assert ev.detail == ("no NVIDIA driver/NVML on this machine (NVML Shared Library Not Found)")
     assert ev.source == "local: NVML"
 
 
@@ -69,7 +68,9 @@ def test_local_missing_tool_sudo_and_timeout(lab: SshLab) -> None:
     lab.remove_tool("lsmod")
     missing = LocalNodeSource().collect(Key.LSMOD, lab.query(), 5)
     assert (missing.status, missing.detail) == (
-        Status.UNAVAILABLE, "lsmod is not installed on the node (command not found)")
+        Status.UNAVAILABLE,
+        "lsmod is not installed on the node (command not found)",
+    )
 
     sudo = LocalNodeSource(sudo=True).collect(Key.DMESG, lab.query(), 5)
     assert sudo.ok and "Xid (PCI:0000:3b:00): 79" in sudo.raw
@@ -84,6 +85,5 @@ def test_local_missing_tool_sudo_and_timeout(lab: SshLab) -> None:
     started = time.monotonic()
     slow = LocalNodeSource().collect(Key.DMESG, lab.query(), 1.0)
     assert slow.status is Status.TIMEOUT
-    assert slow.detail == "journalctl -k --no-pager --since -2h -o short-iso did not finish " \
-                          "in time"
+    assert slow.detail == "journalctl -k --no-pager --since -2h -o short-iso did not finish in time"
     assert time.monotonic() - started < 3

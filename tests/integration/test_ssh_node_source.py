@@ -30,12 +30,14 @@ def test_every_node_key_through_the_proxyjump_bastion(lab: SshLab, dials: list) 
         ev = {key: source.collect(key, lab.query(), timeout=20) for key in NODE_KEYS}
     finally:
         source.close()
-    assert {k: e.status for k, e in ev.items()} == {k: Status.OK for k in NODE_KEYS}, \
-        {k.value: e.detail for k, e in ev.items()}
+    assert {k: e.status for k, e in ev.items()} == {k: Status.OK for k in NODE_KEYS}, {
+        k.value: e.detail for k, e in ev.items()
+    }
 
     kubelet = ev[Key.KUBELET_LOG]
-    assert kubelet.source == (f"ssh {NODE_NAME}: journalctl -u kubelet --no-pager --since -2h "
-                              "-o short-iso")
+    assert kubelet.source == (
+        f"ssh {NODE_NAME}: journalctl -u kubelet --no-pager --since -2h -o short-iso"
+    )
     assert len(kubelet.lines()) == 3  # plugin registration, the pod's error, allocation failure
     assert 'resourceName="nvidia.com/gpu"' in kubelet.lines()[0]
     assert 'pod="ml/trainer-0"' in kubelet.lines()[1]
@@ -45,8 +47,10 @@ def test_every_node_key_through_the_proxyjump_bastion(lab: SshLab, dials: list) 
     kernel = ev[Key.DMESG]
     assert kernel.source.endswith("journalctl -k --no-pager --since -2h -o short-iso")
     assert len(kernel.lines()) == 6
-    assert ("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
-            "the bus.") in kernel.raw
+    assert (
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
+        "the bus."
+    ) in kernel.raw
     assert "e1000e" not in kernel.raw and "apparmor" not in kernel.raw
 
     smi = ev[Key.NVIDIA_SMI]
@@ -63,14 +67,17 @@ def test_every_node_key_through_the_proxyjump_bastion(lab: SshLab, dials: list) 
     containerd = ev[Key.CONTAINERD_CONFIG]
     if not Path("/etc/containerd/config.toml").exists():
         assert containerd.source == f"ssh {NODE_NAME}: containerd config dump"
-        assert "cat /etc/containerd/config.toml: cat: /etc/containerd/config.toml: No such " \
-               "file or directory" in containerd.detail
+        assert (
+            "cat /etc/containerd/config.toml: cat: /etc/containerd/config.toml: No such "
+            "file or directory" in containerd.detail
+        )
         assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in containerd.raw
         # one per key, but containerd took three tries
         assert len(lab.node.commands()) == len(NODE_KEYS) + 2
     checkpoint = ev[Key.DEVICE_CHECKPOINT]
-    assert checkpoint.source == (f"ssh {NODE_NAME}: cat "
-                                 "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
+    assert checkpoint.source == (
+        f"ssh {NODE_NAME}: cat /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    )
     assert '"PodDeviceEntries"' in checkpoint.raw
 
     # Only the bastion was dialled; the node's private InternalIP and its sshd port never were.
@@ -80,8 +87,9 @@ def test_every_node_key_through_the_proxyjump_bastion(lab: SshLab, dials: list) 
     assert sum("nvidia-smi -q -x" in c for c in lab.node.commands()) == 1
 
 
-def test_one_connection_serves_concurrent_collection(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_connection_serves_concurrent_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     require_tool("sshd", "/usr/sbin/sshd")
     sockets: list[socket.socket] = []
     real = socket.create_connection
@@ -115,12 +123,15 @@ def test_shell_metacharacters_reach_the_node_only_quoted(lab: SshLab, tmp_path: 
     namespace = f"ml;touch {canary}-ns"
     uid = f"`touch {canary}-uid`"
     since = f"2h' ; touch {canary}-since ; '"
-    hostile = (f'2026-03-05T10:09:00+0000 gpu-node-1 kubelet[1187]: E0305 "Error syncing pod" '
-               f'pod="{namespace}/{pod}"\n')
+    hostile = (
+        f'2026-03-05T10:09:00+0000 gpu-node-1 kubelet[1187]: E0305 "Error syncing pod" '
+        f'pod="{namespace}/{pod}"\n'
+    )
     lab.write_data("kubelet.log", KUBELET_LOG + hostile)
     source = SshNodeSource(lab.settings())
-    ev = source.collect(Key.KUBELET_LOG,
-                        lab.query(pod=pod, namespace=namespace, pod_uid=uid, since=since), 20)
+    ev = source.collect(
+        Key.KUBELET_LOG, lab.query(pod=pod, namespace=namespace, pod_uid=uid, since=since), 20
+    )
     source.close()
 
     assert ev.status is Status.OK, ev.detail
@@ -166,27 +177,35 @@ def test_missing_commands_are_named_unknowns(lab: SshLab) -> None:
     for tool in ("lsmod", "nvidia-smi", "journalctl", "dmesg"):
         lab.remove_tool(tool)
     source = SshNodeSource(lab.settings())
-    ev = {k: source.collect(k, lab.query(), 20)
-          for k in (Key.LSMOD, Key.NVIDIA_SMI, Key.KUBELET_LOG, Key.DMESG)}
+    ev = {
+        k: source.collect(k, lab.query(), 20)
+        for k in (Key.LSMOD, Key.NVIDIA_SMI, Key.KUBELET_LOG, Key.DMESG)
+    }
     source.close()
     assert ev[Key.LSMOD].status is Status.UNAVAILABLE
     assert ev[Key.LSMOD].detail == "lsmod is not installed on the node (command not found)"
     assert ev[Key.NVIDIA_SMI].status is Status.UNAVAILABLE
     assert ev[Key.NVIDIA_SMI].detail.startswith(
-        "nvidia-smi is not installed on the node (command not found)")
+        "nvidia-smi is not installed on the node (command not found)"
+    )
     assert ev[Key.KUBELET_LOG].detail == (
-        "journalctl is not installed on the node (command not found)")
+        "journalctl is not installed on the node (command not found)"
+    )
     kernel = ev[Key.DMESG]
     assert kernel.status is Status.UNAVAILABLE
-    assert "dmesg is not installed" in kernel.detail and "journalctl is not installed" in \
-        kernel.detail
+    assert (
+        "dmesg is not installed" in kernel.detail and "journalctl is not installed" in kernel.detail
+    )
 
 
 def test_permission_errors_are_forbidden_with_the_reason(lab: SshLab) -> None:
-    lab.write_tool("journalctl", 'echo "No journal files were opened due to insufficient '
-                   'permissions." >&2; exit 1\n')
-    lab.write_tool("dmesg", 'echo "dmesg: read kernel buffer failed: Operation not permitted" '
-                   '>&2; exit 1\n')
+    lab.write_tool(
+        "journalctl",
+        'echo "No journal files were opened due to insufficient permissions." >&2; exit 1\n',
+    )
+    lab.write_tool(
+        "dmesg", 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2; exit 1\n'
+    )
     source = SshNodeSource(lab.settings())
     kernel = source.collect(Key.DMESG, lab.query(), 20)
     kubelet = source.collect(Key.KUBELET_LOG, lab.query(), 20)
@@ -225,10 +244,13 @@ def test_nvidia_smi_error_text_is_the_evidence(lab: SshLab) -> None:
 
 
 def test_nvidia_smi_falls_back_to_plain_q(lab: SshLab) -> None:
-    lab.write_tool("nvidia-smi", """\
+    lab.write_tool(
+        "nvidia-smi",
+        """\
 case " $* " in *" -x "*) echo "Invalid combination of input arguments."; exit 2 ;; esac
 printf '==============NVSMI LOG==============\\n\\nDriver Version : 470.74\\n'
-""")
+""",
+    )
     source = SshNodeSource(lab.settings())
     ev = source.collect(Key.NVIDIA_SMI, lab.query(), 20)
     source.close()
@@ -269,7 +291,7 @@ def test_silent_server_times_out_within_the_budget(lab: SshLab) -> None:
 
 
 def test_command_that_outlives_the_timeout(lab: SshLab) -> None:
-    lab.write_tool("lsmod", "sleep 5; cat \"$DATA/lsmod.txt\"\n")
+    lab.write_tool("lsmod", 'sleep 5; cat "$DATA/lsmod.txt"\n')
     source = SshNodeSource(lab.settings())
     started = time.monotonic()
     ev = source.collect(Key.LSMOD, lab.query(), 1.5)
@@ -281,9 +303,11 @@ def test_command_that_outlives_the_timeout(lab: SshLab) -> None:
 
 
 def test_node_address_override_wins_over_config(lab: SshLab, dials: list) -> None:
-    lab.write_config(node_extra=f"Host via-override\n  HostName 127.0.0.1\n  Port "
-                                f"{lab.node.port}\n  User root\n  IdentityFile "
-                                f"{lab.client_key}\n")
+    lab.write_config(
+        node_extra=f"Host via-override\n  HostName 127.0.0.1\n  Port "
+        f"{lab.node.port}\n  User root\n  IdentityFile "
+        f"{lab.client_key}\n"
+    )
     source = SshNodeSource(lab.settings(overrides={NODE_NAME: "via-override"}))
     ev = source.collect(Key.LSMOD, lab.query(), 20)
     source.close()
@@ -294,18 +318,23 @@ def test_node_address_override_wins_over_config(lab: SshLab, dials: list) -> Non
 def test_two_hop_proxyjump_with_user_host_port_hop(lab: SshLab, dials: list) -> None:
     # bastion, then the bastion again as "root@127.0.0.1:PORT" (a hop written inline), then
     # the node: two tunnels deep.
-    lab.write_config(node_extra=(
-        f"Host chained-node\n  HostName 127.0.0.1\n  Port {lab.node.port}\n  User root\n"
-        f"  IdentityFile {lab.client_key}\n"
-        f"  ProxyJump bastion,root@127.0.0.1:{lab.bastion.port}\n"
-        f"Host 127.0.0.1\n  IdentityFile {lab.client_key}\n"))
+    lab.write_config(
+        node_extra=(
+            f"Host chained-node\n  HostName 127.0.0.1\n  Port {lab.node.port}\n  User root\n"
+            f"  IdentityFile {lab.client_key}\n"
+            f"  ProxyJump bastion,root@127.0.0.1:{lab.bastion.port}\n"
+            f"Host 127.0.0.1\n  IdentityFile {lab.client_key}\n"
+        )
+    )
     source = SshNodeSource(lab.settings())
     route = source.route_for(lab.query(node="chained-node"))
     ev = source.collect(Key.DMESG, lab.query(node="chained-node"), 20)
     source.close()
     assert [(h.hostname, h.port) for h in route.hops] == [
-        ("127.0.0.1", lab.bastion.port), ("127.0.0.1", lab.bastion.port),
-        ("127.0.0.1", lab.node.port)]
+        ("127.0.0.1", lab.bastion.port),
+        ("127.0.0.1", lab.bastion.port),
+        ("127.0.0.1", lab.node.port),
+    ]
     assert ev.ok and "Xid (PCI:0000:3b:00): 79" in ev.raw
     assert dials == [("127.0.0.1", lab.bastion.port)]
     assert lab.bastion.logins() == 2 and lab.node.logins() == 1
@@ -315,7 +344,8 @@ def test_broken_config_and_missing_address_are_named(lab: SshLab, tmp_path: Path
     source = SshNodeSource(lab.settings(config_path=str(tmp_path / "no-such-config")))
     ev = source.collect(Key.LSMOD, lab.query(), 5)
     assert (ev.status, ev.detail) == (
-        Status.ERROR, f"ssh_config: ssh_config file {tmp_path / 'no-such-config'} does not "
-        "exist")
+        Status.ERROR,
+        f"ssh_config: ssh_config file {tmp_path / 'no-such-config'} does not exist",
+    )
     ev = SshNodeSource(lab.settings()).collect(Key.LSMOD, lab.query(node="", address=""), 5)
     assert ev.status is Status.UNAVAILABLE and "--node-address" in ev.detail

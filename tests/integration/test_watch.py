@@ -14,9 +14,9 @@ from tests.live import open_live
 pytestmark = __import__("pytest").mark.integration
 
 
-def test_watch_recollects_events_pod_and_node(kube_api: KubeAPI, kube_cluster: Cluster,
-                                              live_args: Callable[..., argparse.Namespace]
-                                              ) -> None:
+def test_watch_recollects_events_pod_and_node(
+    kube_api: KubeAPI, kube_cluster: Cluster, live_args: Callable[..., argparse.Namespace]
+) -> None:
     session = open_live(live_args("trainer-0", "-n", "ml"))
     got: queue.Queue[Evidence] = queue.Queue()
     try:
@@ -25,8 +25,11 @@ def test_watch_recollects_events_pod_and_node(kube_api: KubeAPI, kube_cluster: C
         # Wait for every watch to be open before changing anything.
         for _ in range(100):
             watching = {r.path for r in kube_api.requests if r.query.get("watch") == ("true",)}
-            if {"/api/v1/namespaces/ml/events", "/api/v1/namespaces/ml/pods",
-                    "/api/v1/nodes"} <= watching:
+            if {
+                "/api/v1/namespaces/ml/events",
+                "/api/v1/namespaces/ml/pods",
+                "/api/v1/nodes",
+            } <= watching:
                 break
             __import__("time").sleep(0.05)
         obj = kube_cluster.get("", "pods", "ml", "trainer-0")

@@ -32,14 +32,24 @@ class Resource:
     def discovery(self) -> list[dict[str, Any]]:
         """This resource's entries in an ``APIResourceList`` (itself plus its subresources)."""
         entry: dict[str, Any] = {
-            "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
-            "kind": self.kind, "verbs": list(READ_VERBS),
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": list(READ_VERBS),
         }
         if self.short_names:
             entry["shortNames"] = list(self.short_names)
-        subs = [{"name": f"{self.plural}/{sub}", "singularName": "", "namespaced": self.namespaced,
-                 "kind": "Pod" if sub == "log" else f"{self.kind}ProxyOptions", "verbs": ["get"]}
-                for sub in self.subresources]
+        subs = [
+            {
+                "name": f"{self.plural}/{sub}",
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": "Pod" if sub == "log" else f"{self.kind}ProxyOptions",
+                "verbs": ["get"],
+            }
+            for sub in self.subresources
+        ]
         return [entry, *subs]
 
 
@@ -73,8 +83,14 @@ def dra_resources(version: str) -> tuple[Resource, ...]:
     g = "resource.k8s.io"
     return (
         Resource(g, version, "resourceclaims", "resourceclaim", "ResourceClaim", True),
-        Resource(g, version, "resourceclaimtemplates", "resourceclaimtemplate",
-                 "ResourceClaimTemplate", True),
+        Resource(
+            g,
+            version,
+            "resourceclaimtemplates",
+            "resourceclaimtemplate",
+            "ResourceClaimTemplate",
+            True,
+        ),
         Resource(g, version, "resourceslices", "resourceslice", "ResourceSlice", False),
         Resource(g, version, "deviceclasses", "deviceclass", "DeviceClass", False),
     )
@@ -83,14 +99,33 @@ def dra_resources(version: str) -> tuple[Resource, ...]:
 #: Field selectors the real apiserver accepts per resource (others are a 400 BadRequest).
 #: Every resource also accepts metadata.name and metadata.namespace.
 FIELD_LABELS: dict[str, frozenset[str]] = {
-    "pods": frozenset({"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
-                       "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-                       "status.podIP", "status.nominatedNodeName"}),
-    "events": frozenset({"involvedObject.kind", "involvedObject.namespace",
-                         "involvedObject.name", "involvedObject.uid",
-                         "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                         "involvedObject.fieldPath", "reason", "reportingComponent", "source",
-                         "type"}),
+    "pods": frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        }
+    ),
+    "events": frozenset(
+        {
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
     "nodes": frozenset({"spec.unschedulable"}),
     "resourceslices": frozenset({"spec.nodeName", "spec.driver"}),
 }

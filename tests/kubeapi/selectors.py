@@ -132,14 +132,16 @@ def _parse_requirement(part: str, whole: str) -> LabelRequirement:
 def _check_key(key: str, whole: str) -> None:
     name = key.rsplit("/", 1)[-1]
     if not re.fullmatch(_KEY, key) or len(name) > 63:
-        raise SelectorError(f"unable to parse requirement: invalid label key \"{key}\" in "
-                            f"selector '{whole}'")
+        raise SelectorError(
+            f"unable to parse requirement: invalid label key \"{key}\" in selector '{whole}'"
+        )
 
 
 def _check_value(value: str, whole: str) -> None:
     if not re.fullmatch(_VALUE, value) or len(value) > 63:
-        raise SelectorError(f"unable to parse requirement: invalid label value: \"{value}\" "
-                            f"in selector '{whole}'")
+        raise SelectorError(
+            f"unable to parse requirement: invalid label value: \"{value}\" in selector '{whole}'"
+        )
 
 
 def label_predicate(text: str) -> Predicate:
@@ -157,7 +159,7 @@ def _split_unescaped(text: str, sep: str) -> list[str]:
     while i < len(text):
         c = text[i]
         if c == "\\" and i + 1 < len(text):
-            cur += text[i:i + 2]
+            cur += text[i : i + 2]
             i += 2
             continue
         if c == sep:

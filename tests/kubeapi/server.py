@@ -79,9 +79,12 @@ class User:
         if self.namespaces is not None and namespace not in self.namespaces:
             return False
         for rule in self.rules:
-            if (_matches(rule.get("verbs"), verb) and _matches(rule.get("apiGroups"), group)
-                    and _matches(rule.get("resources"), resource)
-                    and (not rule.get("resourceNames") or name in rule["resourceNames"])):
+            if (
+                _matches(rule.get("verbs"), verb)
+                and _matches(rule.get("apiGroups"), group)
+                and _matches(rule.get("resources"), resource)
+                and (not rule.get("resourceNames") or name in rule["resourceNames"])
+            ):
                 return True
         return False
 
@@ -123,8 +126,11 @@ class _Attrs:
 
     @property
     def rbac_resource(self) -> str:
-        return f"{self.resource.plural}/{self.subresource}" if self.subresource else \
-            self.resource.plural
+        return (
+            f"{self.resource.plural}/{self.subresource}"
+            if self.subresource
+            else self.resource.plural
+        )
 
     @property
     def group_resource(self) -> str:
@@ -138,8 +144,9 @@ class KubeAPI:
     ``global_log=False`` keeps its requests out of :data:`ALL_REQUESTS`, for a test that
     sends a write on purpose. ``own_ca=True`` gives it a CA no other server shares."""
 
-    def __init__(self, cluster: Cluster | None = None, *, global_log: bool = True,
-                 own_ca: bool = False) -> None:
+    def __init__(
+        self, cluster: Cluster | None = None, *, global_log: bool = True, own_ca: bool = False
+    ) -> None:
         self.cluster = cluster or Cluster()
         self._global_log = global_log
         self.token = "admin-token-0123456789"
@@ -166,9 +173,12 @@ class KubeAPI:
 
     def start(self) -> KubeAPI:
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True,
-                                        name="kubeapi")
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+            name="kubeapi",
+        )
         self._thread.start()
         return self
 
@@ -198,21 +208,30 @@ class KubeAPI:
 
     # -- test controls ---------------------------------------------------------------------
 
-    def add_user(self, name: str, *, token: str = "",
-                 rules: Sequence[Mapping[str, Any]] | None = None,
-                 namespaces: Sequence[str] | None = None) -> str:
+    def add_user(
+        self,
+        name: str,
+        *,
+        token: str = "",
+        rules: Sequence[Mapping[str, Any]] | None = None,
+        namespaces: Sequence[str] | None = None,
+    ) -> str:
         """Register a user; returns its bearer token."""
         token = token or f"{name}-token-{len(self._users)}"
-        self._users[token] = User(name, None if rules is None else tuple(rules),
-                                  None if namespaces is None else frozenset(namespaces))
+        self._users[token] = User(
+            name,
+            None if rules is None else tuple(rules),
+            None if namespaces is None else frozenset(namespaces),
+        )
         return token
 
     def delay(self, path_regex: str, seconds: float) -> None:
         """Answer requests whose path matches ``path_regex`` (re.search) after ``seconds``."""
         self._delays.append((re.compile(path_regex), seconds))
 
-    def fail(self, path_regex: str, code: int, body: str | bytes,
-             content_type: str = "application/json") -> None:
+    def fail(
+        self, path_regex: str, code: int, body: str | bytes, content_type: str = "application/json"
+    ) -> None:
         """Answer authenticated GETs of matching paths with this reply (500s, garbage...)."""
         raw = body.encode() if isinstance(body, str) else body
         self._faults.append((re.compile(path_regex), _Reply(code, raw, content_type)))
@@ -230,15 +249,17 @@ class KubeAPI:
         small chunk every 50 ms until the client goes away or the server stops."""
         self._faults.append((re.compile(path_regex), _Reply(200, head, endless=True)))
 
-    def huge_list(self, path_regex: str, size: int, kind: str = "EventList",
-                  continue_token: str = "") -> int:
+    def huge_list(
+        self, path_regex: str, size: int, kind: str = "EventList", continue_token: str = ""
+    ) -> int:
         """Answer matching paths with a valid list of about ``size`` bytes (saying there is a
         next page when ``continue_token``); returns its size."""
         item = {"metadata": {"name": "x"}, "message": "m" * 1000}
         count = max(1, size // (len(json.dumps(item)) + 1))
         meta = {"continue": continue_token} if continue_token else {}
-        body = json.dumps({"kind": kind, "apiVersion": "v1", "metadata": meta,
-                           "items": [item] * count}).encode()
+        body = json.dumps(
+            {"kind": kind, "apiVersion": "v1", "metadata": meta, "items": [item] * count}
+        ).encode()
         self._faults.append((re.compile(path_regex), _Reply(200, body)))
         return len(body)
 
@@ -258,29 +279,51 @@ class KubeAPI:
     def mutations(self) -> list[Request]:
         return [r for r in self.requests if r.method != "GET"]
 
-    def write_kubeconfig(self, path: str | Path, contexts: Sequence[KubeContext] = (),
-                         current: str = "") -> Path:
+    def write_kubeconfig(
+        self, path: str | Path, contexts: Sequence[KubeContext] = (), current: str = ""
+    ) -> Path:
         """A kubeconfig for this server (JSON, which is valid YAML for every client)."""
         ctxs = list(contexts) or [KubeContext("test", namespace="ml")]
         users = []
         for c in ctxs:
             user: dict[str, Any]
             if c.exec_command:
-                user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
-                                 "command": c.exec_command[0], "args": list(c.exec_command[1:]),
-                                 "interactiveMode": "Never"}}
+                user = {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1",
+                        "command": c.exec_command[0],
+                        "args": list(c.exec_command[1:]),
+                        "interactiveMode": "Never",
+                    }
+                }
             else:
                 user = {"token": c.token or self.token}
             users.append({"name": f"{c.name}-user", "user": user})
         config = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "test-cluster", "cluster": {
-                "server": self.url,
-                "certificate-authority-data": base64.b64encode(self.ca_pem).decode()}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "clusters": [
+                {
+                    "name": "test-cluster",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(self.ca_pem).decode(),
+                    },
+                }
+            ],
             "users": users,
-            "contexts": [{"name": c.name, "context": {
-                "cluster": "test-cluster", "user": f"{c.name}-user",
-                **({"namespace": c.namespace} if c.namespace else {})}} for c in ctxs],
+            "contexts": [
+                {
+                    "name": c.name,
+                    "context": {
+                        "cluster": "test-cluster",
+                        "user": f"{c.name}-user",
+                        **({"namespace": c.namespace} if c.namespace else {}),
+                    },
+                }
+                for c in ctxs
+            ],
             "current-context": current or ctxs[0].name,
         }
         out = Path(path)
@@ -307,8 +350,11 @@ class KubeAPI:
         query = parse_qs(split.query, keep_blank_values=True)
         user = self._authenticate(headers.get("Authorization", ""))
         if method != "GET":
-            reply = _status(405, "MethodNotAllowed",
-                            f"the test API is read-only: {method} {path} is not allowed")
+            reply = _status(
+                405,
+                "MethodNotAllowed",
+                f"the test API is read-only: {method} {path} is not allowed",
+            )
         elif user is None and path not in PUBLIC_PATHS:
             reply = _status(401, "Unauthorized", "Unauthorized")
         else:
@@ -318,9 +364,16 @@ class KubeAPI:
                 reply = fault or self._route(path, query, user or User("system:anonymous"))
             except (SelectorError, ValueError) as exc:
                 reply = _status(400, "BadRequest", str(exc))
-        self._record(Request(method, path, {k: tuple(v) for k, v in query.items()},
-                             user.name if user else "", reply.code,
-                             headers.get("User-Agent", "")))
+        self._record(
+            Request(
+                method,
+                path,
+                {k: tuple(v) for k, v in query.items()},
+                user.name if user else "",
+                reply.code,
+                headers.get("User-Agent", ""),
+            )
+        )
         return reply, path
 
     def _authenticate(self, header: str) -> User | None:
@@ -339,10 +392,16 @@ class KubeAPI:
             return _json(200, self._version())
         if parts[:1] == ["api"]:
             if len(parts) == 1:
-                return _json(200, {"kind": "APIVersions", "versions": ["v1"],
-                                   "serverAddressByClientCIDRs": [
-                                       {"clientCIDR": "0.0.0.0/0",
-                                        "serverAddress": f"127.0.0.1:{self.port}"}]})
+                return _json(
+                    200,
+                    {
+                        "kind": "APIVersions",
+                        "versions": ["v1"],
+                        "serverAddressByClientCIDRs": [
+                            {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}
+                        ],
+                    },
+                )
             if parts[1] != "v1":
                 return _not_found_path()
             if len(parts) == 2:
@@ -350,14 +409,19 @@ class KubeAPI:
             return self._resource_request("", "v1", parts[2:], query, user)
         if parts[:1] == ["apis"]:
             if len(parts) == 1:
-                return _json(200, {"kind": "APIGroupList", "apiVersion": "v1",
-                                   "groups": [self._group(g) for g in self._groups()]})
+                return _json(
+                    200,
+                    {
+                        "kind": "APIGroupList",
+                        "apiVersion": "v1",
+                        "groups": [self._group(g) for g in self._groups()],
+                    },
+                )
             group = parts[1]
             if group not in self._groups():
                 return _not_found_path()
             if len(parts) == 2:
-                return _json(200, {"kind": "APIGroup", "apiVersion": "v1",
-                                   **self._group(group)})
+                return _json(200, {"kind": "APIGroup", "apiVersion": "v1", **self._group(group)})
             version = parts[2]
             if version != self._groups()[group]:
                 return _not_found_path()
@@ -369,10 +433,17 @@ class KubeAPI:
     def _version(self) -> Obj:
         v = self.cluster.kube_version
         major, minor = v.lstrip("v").split(".")[:2]
-        return {"major": major, "minor": minor, "gitVersion": v,
-                "gitCommit": "0" * 40, "gitTreeState": "clean",
-                "buildDate": "2025-04-22T16:03:06Z", "goVersion": "go1.23.6",
-                "compiler": "gc", "platform": "linux/amd64"}
+        return {
+            "major": major,
+            "minor": minor,
+            "gitVersion": v,
+            "gitCommit": "0" * 40,
+            "gitTreeState": "clean",
+            "buildDate": "2025-04-22T16:03:06Z",
+            "goVersion": "go1.23.6",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
 
     def _groups(self) -> dict[str, str]:
         groups: dict[str, str] = {}
@@ -387,20 +458,27 @@ class KubeAPI:
         return {"name": name, "versions": [gv], "preferredVersion": gv}
 
     def _resource_list(self, group: str, version: str) -> Obj:
-        resources = [entry for r in self.cluster.resources
-                     if r.group == group and r.version == version for entry in r.discovery()]
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version,
-                "resources": resources}
+        resources = [
+            entry
+            for r in self.cluster.resources
+            if r.group == group and r.version == version
+            for entry in r.discovery()
+        ]
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }
 
-    def _resource_request(self, group: str, version: str, parts: list[str],
-                          query: Mapping[str, list[str]], user: User) -> _Reply:
+    def _resource_request(
+        self, group: str, version: str, parts: list[str], query: Mapping[str, list[str]], user: User
+    ) -> _Reply:
         attrs = self._attributes(group, parts, query)
         if attrs is None:
             return _not_found_path()
         r = attrs.resource
-        if not user.allows(attrs.verb, r.group, attrs.rbac_resource, attrs.namespace,
-                           attrs.name):
+        if not user.allows(attrs.verb, r.group, attrs.rbac_resource, attrs.namespace, attrs.name):
             return _forbidden(user.name, attrs)
         if attrs.verb == "watch":
             return self._watch(attrs, query)
@@ -419,8 +497,9 @@ class KubeAPI:
             return _json(200, {**obj, "apiVersion": r.group_version, "kind": r.kind})
         return self._list(attrs, query)
 
-    def _attributes(self, group: str, parts: list[str], query: Mapping[str, list[str]]
-                    ) -> _Attrs | None:
+    def _attributes(
+        self, group: str, parts: list[str], query: Mapping[str, list[str]]
+    ) -> _Attrs | None:
         namespace = ""
         if len(parts) >= 3 and parts[0] == "namespaces":
             namespace, parts = parts[1], parts[2:]
@@ -446,9 +525,12 @@ class KubeAPI:
             try:
                 preds.append(field_predicate(fs, r.plural))
             except SelectorError as exc:
-                return _status(400, "BadRequest",
-                               f'Unable to find "{r.group}/{r.version}, Resource={r.plural}" '
-                               f'that match label selector "{ls}", field selector "{fs}": {exc}')
+                return _status(
+                    400,
+                    "BadRequest",
+                    f'Unable to find "{r.group}/{r.version}, Resource={r.plural}" '
+                    f'that match label selector "{ls}", field selector "{fs}": {exc}',
+                )
         if ls:
             preds.append(label_predicate(ls))
         try:
@@ -463,9 +545,13 @@ class KubeAPI:
         token = query.get("continue", [""])[0]
         if token and self._expire_continue > 0:
             self._expire_continue -= 1
-            return _status(410, "Expired", "The provided continue parameter is too old to "
-                                           "display a consistent list result. You can start a "
-                                           "new list without the continue parameter.")
+            return _status(
+                410,
+                "Expired",
+                "The provided continue parameter is too old to "
+                "display a consistent list result. You can start a "
+                "new list without the continue parameter.",
+            )
         if token:
             try:
                 lo = max(lo, int(json.loads(base64.urlsafe_b64decode(token))["start"]))
@@ -485,16 +571,21 @@ class KubeAPI:
         where = (f"namespaces/{attrs.namespace}/" if attrs.namespace else "") + r.plural
         if any(rx.search(where) for rx in self._endless_pages):
             i = lo  # the same page again, under a new token
-            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
-                {"rv": self.cluster.resource_version, "start": lo,
-                 "n": len(self._requests)}).encode()).decode()
+            meta["continue"] = base64.urlsafe_b64encode(
+                json.dumps(
+                    {"rv": self.cluster.resource_version, "start": lo, "n": len(self._requests)}
+                ).encode()
+            ).decode()
         elif limit and i < hi:
             meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps({"rv": self.cluster.resource_version, "start": i}).encode()).decode()
+                json.dumps({"rv": self.cluster.resource_version, "start": i}).encode()
+            ).decode()
             if not preds:
                 meta["remainingItemCount"] = hi - i
-        return _json(200, {"kind": r.list_kind, "apiVersion": r.group_version,
-                           "metadata": meta, "items": items})
+        return _json(
+            200,
+            {"kind": r.list_kind, "apiVersion": r.group_version, "metadata": meta, "items": items},
+        )
 
     def _watch(self, attrs: _Attrs, query: Mapping[str, list[str]]) -> _Reply:
         """A watch (GET ...?watch=true): ADDED for what exists when no resourceVersion is
@@ -530,8 +621,11 @@ class KubeAPI:
                 start = since
                 if not since:  # no resourceVersion: the current state first, as ADDED
                     start = int(cluster.resource_version)
-                    current = [o for o in cluster.objects.get((r.group, r.plural), {}).values()
-                               if matches(o)]
+                    current = [
+                        o
+                        for o in cluster.objects.get((r.group, r.plural), {}).values()
+                        if matches(o)
+                    ]
                 else:
                     current = []
             for obj in current:
@@ -559,29 +653,37 @@ class KubeAPI:
         name = query.get("container", [""])[0]
         if not name:
             if len(containers) != 1:
-                msg = (f"a container name must be specified for pod {attrs.name}, choose one "
-                       f"of: [{' '.join(containers)}]")
+                msg = (
+                    f"a container name must be specified for pod {attrs.name}, choose one "
+                    f"of: [{' '.join(containers)}]"
+                )
                 if inits:
                     msg += f" or one of the init containers: [{' '.join(inits)}]"
                 return _status(400, "BadRequest", msg)
             name = containers[0]
         if name not in containers + inits:
-            return _status(400, "BadRequest",
-                           f"container {name} is not valid for pod {attrs.name}")
+            return _status(400, "BadRequest", f"container {name} is not valid for pod {attrs.name}")
         previous = query.get("previous", ["false"])[0] in ("true", "1")
         text = self.cluster.logs.get((attrs.namespace, attrs.name, name, previous))
         if text is None:
             if previous:
-                return _status(400, "BadRequest", f'previous terminated container "{name}" in '
-                                                  f'pod "{attrs.name}" not found')
-            statuses = (pod.get("status", {}).get("containerStatuses", []) +
-                        pod.get("status", {}).get("initContainerStatuses", []))
+                return _status(
+                    400,
+                    "BadRequest",
+                    f'previous terminated container "{name}" in pod "{attrs.name}" not found',
+                )
+            statuses = pod.get("status", {}).get("containerStatuses", []) + pod.get(
+                "status", {}
+            ).get("initContainerStatuses", [])
             st = next((s for s in statuses if s.get("name") == name), None)
             waiting = (st or {}).get("state", {}).get("waiting")
             if st is None or (waiting and not st.get("restartCount")):
                 reason = (waiting or {}).get("reason", "ContainerCreating")
-                return _status(400, "BadRequest", f'container "{name}" in pod "{attrs.name}" '
-                                                  f"is waiting to start: {reason}")
+                return _status(
+                    400,
+                    "BadRequest",
+                    f'container "{name}" in pod "{attrs.name}" is waiting to start: {reason}',
+                )
             text = ""
         return _Reply(200, _tail(text, query).encode(), "text/plain")
 
@@ -593,10 +695,10 @@ class KubeAPI:
 
         upstream = self.cluster.service_upstreams.get((attrs.namespace, attrs.name))
         if upstream is None:
-            return _status(503, "ServiceUnavailable",
-                           f'no endpoints available for service "{attrs.name}"')
-        url = (f"{upstream}/{'/'.join(attrs.rest)}?"
-               f"{urllib.parse.urlencode(query, doseq=True)}")
+            return _status(
+                503, "ServiceUnavailable", f'no endpoints available for service "{attrs.name}"'
+            )
+        url = f"{upstream}/{'/'.join(attrs.rest)}?{urllib.parse.urlencode(query, doseq=True)}"
         try:
             with urllib.request.urlopen(url, timeout=30) as r:
                 return _Reply(r.status, r.read(), r.headers.get_content_type())
@@ -629,7 +731,7 @@ def _tail(text: str, query: Mapping[str, list[str]]) -> str:
     tail = query.get("tailLines", [""])[0]
     if tail:
         lines = text.splitlines(keepends=True)
-        text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
+        text = "".join(lines[-int(tail) :]) if int(tail) > 0 else ""
     limit = query.get("limitBytes", [""])[0]
     if limit:
         text = text.encode()[: int(limit)].decode("utf-8", errors="ignore")
@@ -641,8 +743,15 @@ def _json(code: int, obj: Any) -> _Reply:
 
 
 def _status(code: int, reason: str, message: str, details: Obj | None = None) -> _Reply:
-    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                 "message": message, "reason": reason, "code": code}
+    body: Obj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
     if details:
         body["details"] = details
     return _json(code, body)
@@ -658,22 +767,27 @@ def _details(attrs: _Attrs) -> Obj:
 
 
 def _not_found(attrs: _Attrs) -> _Reply:
-    return _status(404, "NotFound", f'{attrs.group_resource} "{attrs.name}" not found',
-                   _details(attrs))
+    return _status(
+        404, "NotFound", f'{attrs.group_resource} "{attrs.name}" not found', _details(attrs)
+    )
 
 
 def _not_found_path() -> _Reply:
-    return _status(404, "NotFound", "the server could not find the requested resource",
-                   {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not "
-                                                                                 "found"}]})
+    return _status(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+        {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]},
+    )
 
 
 def _forbidden(user: str, attrs: _Attrs) -> _Reply:
     subject = f'{attrs.group_resource} "{attrs.name}"' if attrs.name else attrs.group_resource
-    scope = (f' in the namespace "{attrs.namespace}"' if attrs.namespace
-             else " at the cluster scope")
-    message = (f'{subject} is forbidden: User "{user}" cannot {attrs.verb} resource '
-               f'"{attrs.rbac_resource}" in API group "{attrs.resource.group}"{scope}')
+    scope = f' in the namespace "{attrs.namespace}"' if attrs.namespace else " at the cluster scope"
+    message = (
+        f'{subject} is forbidden: User "{user}" cannot {attrs.verb} resource '
+        f'"{attrs.rbac_resource}" in API group "{attrs.resource.group}"{scope}'
+    )
     return _status(403, "Forbidden", message, _details(attrs))
 
 
@@ -684,16 +798,16 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 api: KubeAPI) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], api: KubeAPI
+    ) -> None:
         self.api = api
         super().__init__(address, handler)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, addr = super().get_request()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        wrapped = self.api._ssl.wrap_socket(sock, server_side=True,
-                                            do_handshake_on_connect=False)
+        wrapped = self.api._ssl.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return wrapped, addr
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -718,11 +832,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         date = dt.datetime.now(dt.UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
         if reply.stream is not None:  # a watch: chunked, one event per chunk, as it happens
-            self.wfile.write((f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
-                              f"Content-Type: {reply.content_type}\r\n"
-                              "Transfer-Encoding: chunked\r\n"
-                              f"Cache-Control: no-cache, private\r\nDate: {date}\r\n\r\n"
-                              ).encode())
+            self.wfile.write(
+                (
+                    f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
+                    f"Content-Type: {reply.content_type}\r\n"
+                    "Transfer-Encoding: chunked\r\n"
+                    f"Cache-Control: no-cache, private\r\nDate: {date}\r\n\r\n"
+                ).encode()
+            )
             try:
                 for chunk in reply.stream():
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
@@ -731,10 +848,12 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
             return
-        head = (f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
-                f"Content-Type: {reply.content_type}\r\n"
-                f"Content-Length: {len(reply.body)}\r\n"
-                f"Cache-Control: no-cache, private\r\nDate: {date}\r\n")
+        head = (
+            f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
+            f"Content-Type: {reply.content_type}\r\n"
+            f"Content-Length: {len(reply.body)}\r\n"
+            f"Cache-Control: no-cache, private\r\nDate: {date}\r\n"
+        )
         if reply.endless:
             self._endless(reply)
             return
@@ -744,8 +863,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _endless(self, reply: _Reply) -> None:
         self.close_connection = True
-        head = (f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
-                f"Content-Type: {reply.content_type}\r\nTransfer-Encoding: chunked\r\n\r\n")
+        head = (
+            f"HTTP/1.1 {reply.code} {HTTPStatus(reply.code).phrase}\r\n"
+            f"Content-Type: {reply.content_type}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         chunk = reply.body
         try:
             self.wfile.write(head.encode())
@@ -777,42 +898,72 @@ def _new_certificates() -> tuple[bytes, bytes, bytes]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes-test-ca")])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - dt.timedelta(hours=1))
-          .not_valid_after(now + dt.timedelta(days=2))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True,
-                                       crl_sign=True, content_commitment=False,
-                                       key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False,
-                                       decipher_only=False), critical=True)
-          .add_extension(ca_ski, critical=False)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-            .issuer_name(ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(hours=1))
-            .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=False,
-                                         crl_sign=False, content_commitment=False,
-                                         key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False,
-                                         decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                           critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=False,
+                crl_sign=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     pem = serialization.Encoding.PEM
-    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
 
 

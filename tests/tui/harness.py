@@ -35,13 +35,18 @@ class CountingSession(BundleSession):
             yield evidence
 
 
-def make_app(bundle: Path, walker: HandWalker | None, tmp_path: Path,
-             session: BundleSession | None = None) -> TriageApp:
+def make_app(
+    bundle: Path, walker: HandWalker | None, tmp_path: Path, session: BundleSession | None = None
+) -> TriageApp:
     factory = (lambda: (walker, ())) if walker is not None else None
-    return TriageApp(session or CountingSession(bundle, description="bundle demo"),
-                     walker_factory=factory, notes_path=tmp_path / "notes" / "n.json",
-                     export_dir=tmp_path / "out", clock=lambda: NOW,
-                     clipboard_file=tmp_path / "clipboard.txt")
+    return TriageApp(
+        session or CountingSession(bundle, description="bundle demo"),
+        walker_factory=factory,
+        notes_path=tmp_path / "notes" / "n.json",
+        export_dir=tmp_path / "out",
+        clock=lambda: NOW,
+        clipboard_file=tmp_path / "clipboard.txt",
+    )
 
 
 async def settle(pilot: Pilot[int], app: TriageApp) -> None:
@@ -58,8 +63,11 @@ async def settle(pilot: Pilot[int], app: TriageApp) -> None:
 #: Rich's SVG export puts a cell at x = column * 20 * 0.61 (``Console.export_svg``: 20-pixel
 #: character height, the default font aspect ratio 0.61).
 _SVG_CELL_WIDTH = 20 * 0.61
-_SVG_TEXT = re.compile(r'<text [^>]*?x="([0-9.e+-]+)"[^>]*?clip-path="url\(#[^)]*-line-(\d+)\)"'
-                       r"[^>]*>(.*?)</text>", re.S)
+_SVG_TEXT = re.compile(
+    r'<text [^>]*?x="([0-9.e+-]+)"[^>]*?clip-path="url\(#[^)]*-line-(\d+)\)"'
+    r"[^>]*>(.*?)</text>",
+    re.S,
+)
 
 
 def screen_text(app: App[Any]) -> str:

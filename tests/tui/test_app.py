@@ -37,8 +37,7 @@ from tests.tui.harness import NOW, CountingSession, make_app, screen_text, settl
 SIZE = (120, 40)
 
 
-async def test_startup_streams_every_key_then_walks(app: TriageApp,
-                                                    walker: HandWalker) -> None:
+async def test_startup_streams_every_key_then_walks(app: TriageApp, walker: HandWalker) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         assert set(app.evidence) == set(Key) and app.pending == frozenset()
@@ -52,11 +51,13 @@ async def test_startup_streams_every_key_then_walks(app: TriageApp,
         assert "trainer-bundle/pod.json:43" in text  # the cited line, in place
         # An unscheduled pod: node-side evidence and the never-started container's log are
         # expected to be missing ("not applicable"), distinct from "not collected".
-        assert (f"Sources 3/{len(Key)} ok  – not applicable: 11 sources  – not collected: "
-                f"{len(Key) - 14} sources"
-                in text)
-        assert ("⏎ Follow o Override b Back c Copy e Export f Fix v View 1-9 Tabs ? Help "
-                "q Quit") in text
+        assert (
+            f"Sources 3/{len(Key)} ok  – not applicable: 11 sources  – not collected: "
+            f"{len(Key) - 14} sources" in text
+        )
+        assert (
+            "⏎ Follow o Override b Back c Copy e Export f Fix v View 1-9 Tabs ? Help q Quit"
+        ) in text
 
 
 async def test_follow_walks_to_the_verdict_and_back(app: TriageApp) -> None:
@@ -126,8 +127,7 @@ async def test_override_takes_another_branch_and_marks_it(app: TriageApp) -> Non
         await pilot.pause()
         assert app.overrides == {} and app.cursor == 1
         assert app.transcript.visits[1].outcome is Outcome.CONDITION
-        assert "Override at pending/scheduler undone." in [n.message
-                                                            for n in app._notifications]
+        assert "Override at pending/scheduler undone." in [n.message for n in app._notifications]
         text = screen_text(app)
         assert "Next       finding pending.insufficient-gpu" in text
         assert "(override)" not in text
@@ -268,8 +268,7 @@ async def test_export_writes_markdown_and_json(app: TriageApp, tmp_path: Path) -
         assert any(str(md) in n.message for n in app._notifications)
 
 
-async def test_export_failure_is_a_notification_not_a_crash(app: TriageApp,
-                                                            tmp_path: Path) -> None:
+async def test_export_failure_is_a_notification_not_a_crash(app: TriageApp, tmp_path: Path) -> None:
     (tmp_path / "out").write_text("a file where the export directory should be")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
@@ -286,19 +285,31 @@ async def test_help_screen_lists_every_key(app: TriageApp) -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = screen_text(app)
-        for key, what in (("enter", "Follow"), ("o", "Override"), ("/", "Filter"),
-                          ("e", "Export"), (":", "Palette"), ("↷", "override"),
-                          ("1-9", "Tabs"), ("v", "View"), ("f", "Fix"), ("[ ]", "tab")):
+        for key, what in (
+            ("enter", "Follow"),
+            ("o", "Override"),
+            ("/", "Filter"),
+            ("e", "Export"),
+            (":", "Palette"),
+            ("↷", "override"),
+            ("1-9", "Tabs"),
+            ("v", "View"),
+            ("f", "Fix"),
+            ("[ ]", "tab"),
+        ):
             assert f"{key}" in text and what in text
         await pilot.press("escape")
         assert app.screen is app.triage
 
 
-@pytest.mark.parametrize(("query", "check"), [
-    ("export", "exported"),
-    ("help", "help"),
-    ("next theme", "theme"),
-])
+@pytest.mark.parametrize(
+    ("query", "check"),
+    [
+        ("export", "exported"),
+        ("help", "help"),
+        ("next theme", "theme"),
+    ],
+)
 async def test_palette_runs_actions(app: TriageApp, query: str, check: str) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
@@ -325,8 +336,9 @@ async def test_theme_key_cycles_themes(app: TriageApp) -> None:
         assert app.theme == "gputriage-light"
 
 
-async def test_no_color_renders_monochrome(bundle: Path, walker: HandWalker, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_color_renders_monochrome(
+    bundle: Path, walker: HandWalker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     colored = make_app(bundle, walker, tmp_path)
     async with colored.run_test(size=SIZE) as pilot:
         await settle(pilot, colored)
@@ -349,9 +361,12 @@ async def test_cluster_text_is_inert_everywhere(bundle: Path, tmp_path: Path) ->
             from dataclasses import replace
 
             from gputriage.evidence.model import LineRef
+
             ref = LineRef("events", hostile.source, hostile.line, HOSTILE_MSG)
-            return replace(t, visits=(replace(t.visits[0], citations=(ref,),
-                                              because=HOSTILE_MSG), *t.visits[1:]))
+            return replace(
+                t,
+                visits=(replace(t.visits[0], citations=(ref,), because=HOSTILE_MSG), *t.visits[1:]),
+            )
 
     app = make_app(bundle, Citing(bundle), tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -390,8 +405,9 @@ class SlowSession(BundleSession):
                 yield evidence.get_or_missing(key)
 
 
-async def test_slow_sources_never_freeze_the_screen(bundle: Path, walker: HandWalker,
-                                                    tmp_path: Path) -> None:
+async def test_slow_sources_never_freeze_the_screen(
+    bundle: Path, walker: HandWalker, tmp_path: Path
+) -> None:
     session = SlowSession(bundle)
     app = make_app(bundle, walker, tmp_path, session=session)
     async with app.run_test(size=SIZE) as pilot:
@@ -412,13 +428,16 @@ async def test_slow_sources_never_freeze_the_screen(bundle: Path, walker: HandWa
 
 class FailingSession(BundleSession):
     async def stream(self) -> AsyncIterator[Evidence]:
-        raise GputriageError("pod trainer-9 not found in namespace ml; did you mean "
-                             "trainer-0?", title="pod not found")
+        raise GputriageError(
+            "pod trainer-9 not found in namespace ml; did you mean trainer-0?",
+            title="pod not found",
+        )
         yield  # pragma: no cover - makes this an async generator
 
 
-async def test_a_failing_session_shows_the_reason(bundle: Path, walker: HandWalker,
-                                                  tmp_path: Path) -> None:
+async def test_a_failing_session_shows_the_reason(
+    bundle: Path, walker: HandWalker, tmp_path: Path
+) -> None:
     app = make_app(bundle, walker, tmp_path, session=FailingSession(bundle))
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
@@ -431,13 +450,17 @@ async def test_a_failing_session_shows_the_reason(bundle: Path, walker: HandWalk
     assert not app.is_running
 
 
-async def test_broken_playbooks_leave_the_evidence_usable(bundle: Path,
-                                                          tmp_path: Path) -> None:
+async def test_broken_playbooks_leave_the_evidence_usable(bundle: Path, tmp_path: Path) -> None:
     def broken() -> tuple[HandWalker, tuple[str, ...]]:
         raise RuntimeError("playbooks/triage.yaml:3:1: boom")
 
-    app = TriageApp(CountingSession(bundle, description="d"), walker_factory=broken,
-                    notes_path=tmp_path / "n.json", export_dir=tmp_path, clock=lambda: NOW)
+    app = TriageApp(
+        CountingSession(bundle, description="d"),
+        walker_factory=broken,
+        notes_path=tmp_path / "n.json",
+        export_dir=tmp_path,
+        clock=lambda: NOW,
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         assert app.transcript is None and app.walker is None
@@ -453,9 +476,13 @@ async def test_an_engine_error_is_shown_not_raised(bundle: Path, tmp_path: Path)
     def walker(facts: FactSet, answers: object, overrides: object) -> Transcript:
         raise KeyError("scheduler")
 
-    app = TriageApp(CountingSession(bundle, description="d"),
-                    walker_factory=lambda: (walker, ("skipped broken.yaml",)),
-                    notes_path=tmp_path / "n.json", export_dir=tmp_path, clock=lambda: NOW)
+    app = TriageApp(
+        CountingSession(bundle, description="d"),
+        walker_factory=lambda: (walker, ("skipped broken.yaml",)),
+        notes_path=tmp_path / "n.json",
+        export_dir=tmp_path,
+        clock=lambda: NOW,
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         assert app.walk_status == "the playbook engine failed: KeyError: 'scheduler'"
@@ -489,8 +516,11 @@ async def test_the_palette_offers_every_action_and_every_tab(app: TriageApp) -> 
         await settle(pilot, app)
         provider = TriageCommands(app.screen)
         names = [hit.text async for hit in provider.discover()]
-        actions = [b.description for b in TRIAGE_BINDINGS
-                   if isinstance(b, Binding) and b.action != "app.command_palette"]
+        actions = [
+            b.description
+            for b in TRIAGE_BINDINGS
+            if isinstance(b, Binding) and b.action != "app.command_palette"
+        ]
         assert names == [*actions, *(f"Show tab: {t.title}" for t in TABS)]
         assert "Follow" in names and "Export" in names and "Next theme" in names
 
@@ -501,13 +531,13 @@ class NoticeSession(BundleSession):
     notice = "deploy/trainer has 3 pods; triaging trainer-0 (Pending)"
 
 
-async def test_a_session_notice_is_shown(bundle: Path, walker: HandWalker,
-                                         tmp_path: Path) -> None:
+async def test_a_session_notice_is_shown(bundle: Path, walker: HandWalker, tmp_path: Path) -> None:
     app = make_app(bundle, walker, tmp_path, session=NoticeSession(bundle, description="d"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         assert [n.message for n in app._notifications if n.title == "target"] == [
-            NoticeSession.notice]
+            NoticeSession.notice
+        ]
 
 
 def test_run_triage_closes_the_session(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -528,8 +558,10 @@ def test_run_triage_closes_the_session(bundle: Path, monkeypatch: pytest.MonkeyP
     assert closed == [True]
 
 
-@pytest.mark.parametrize("scenario", ["create-nvidia-uvm-missing", "lost-xid79",
-                                      "oom-time-sliced", "pending-insufficient-gpu"])
+@pytest.mark.parametrize(
+    "scenario",
+    ["create-nvidia-uvm-missing", "lost-xid79", "oom-time-sliced", "pending-insufficient-gpu"],
+)
 async def test_demo_scenarios_walk_the_shipped_playbooks(scenario: str, tmp_path: Path) -> None:
     """The app's own walker (playbooks loaded in a worker) gives the engine's walk."""
     from gputriage.evidence.bundle import read_bundle
@@ -541,8 +573,12 @@ async def test_demo_scenarios_walk_the_shipped_playbooks(scenario: str, tmp_path
     path = scenario_path(scenario)
     expected = walk(load_playbooks(), build_facts(read_bundle(path)))
     assert expected.visits
-    app = TriageApp(BundleSession(path, description=f"demo {scenario}"),
-                    notes_path=tmp_path / "n.json", export_dir=tmp_path, clock=lambda: NOW)
+    app = TriageApp(
+        BundleSession(path, description=f"demo {scenario}"),
+        notes_path=tmp_path / "n.json",
+        export_dir=tmp_path,
+        clock=lambda: NOW,
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         assert app.transcript == expected
@@ -561,7 +597,8 @@ async def test_demo_scenarios_walk_the_shipped_playbooks(scenario: str, tmp_path
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_the_export_toast_is_short_names_the_file_and_spares_the_table(
-        bundle: Path, walker: HandWalker, tmp_path: Path, size: tuple[int, int]) -> None:
+    bundle: Path, walker: HandWalker, tmp_path: Path, size: tuple[int, int]
+) -> None:
     from gputriage.tui.app import EXPORT_TOAST_S
 
     # A directory name that looks like markup is shown as it is, not parsed.
@@ -601,12 +638,25 @@ async def test_live_refresh_reads_node_side_evidence_only(tmp_path: Path) -> Non
     cluster = gpu_cluster()
     with KubeAPI(cluster) as api:
         config = api.write_kubeconfig(tmp_path / "kubeconfig")
-        args = build_parser().parse_args([
-            "triage", "trainer-0", "--kubeconfig", str(config), "--ssh", "off",
-            *(f"--node-address={name}=127.0.0.1" for _, name in cluster.keys("", "nodes"))])
+        args = build_parser().parse_args(
+            [
+                "triage",
+                "trainer-0",
+                "--kubeconfig",
+                str(config),
+                "--ssh",
+                "off",
+                *(f"--node-address={name}=127.0.0.1" for _, name in cluster.keys("", "nodes")),
+            ]
+        )
         session = open_live(args)
-        app = TriageApp(session, notes_path=tmp_path / "n.json", export_dir=tmp_path,
-                        clock=lambda: NOW, clipboard_file=tmp_path / "clip.txt")
+        app = TriageApp(
+            session,
+            notes_path=tmp_path / "n.json",
+            export_dir=tmp_path,
+            clock=lambda: NOW,
+            clipboard_file=tmp_path / "clip.txt",
+        )
         try:
             async with app.run_test(size=SIZE) as pilot:
                 await settle(pilot, app)
@@ -640,4 +690,5 @@ async def test_bundle_refresh_says_it_reads_every_source(app: TriageApp) -> None
         await pilot.press("r")
         await settle(pilot, app)
         assert [n.message for n in app._notifications if n.title == "refresh"] == [
-            "Collecting every source again."]
+            "Collecting every source again."
+        ]

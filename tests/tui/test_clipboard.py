@@ -21,8 +21,10 @@ COMMAND = "kubectl -n ml describe pod 'trainer-0'; echo $HOME"
 def fake_tool(bin_dir: Path, name: str, rc: int, sink: Path) -> None:
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / name
-    script.write_text(f"#!/bin/sh\necho \"$@\" > {sink}.args\n/bin/cat > {sink}\n"
-                      f"echo 'cannot open display' >&2\nexit {rc}\n")
+    script.write_text(
+        f'#!/bin/sh\necho "$@" > {sink}.args\n/bin/cat > {sink}\n'
+        f"echo 'cannot open display' >&2\nexit {rc}\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
@@ -72,8 +74,9 @@ def test_x11_tools_need_a_display(tmp_path: Path) -> None:
     assert tool is not None and tool.name == "xclip"
 
 
-async def test_c_in_the_app_says_where_the_command_went(app: TriageApp, tmp_path: Path,
-                                                       monkeypatch: object) -> None:
+async def test_c_in_the_app_says_where_the_command_went(
+    app: TriageApp, tmp_path: Path, monkeypatch: object
+) -> None:
     import pytest
 
     assert isinstance(monkeypatch, pytest.MonkeyPatch)

@@ -10,8 +10,7 @@ from gputriage.cli import main
 from gputriage.scenarios import list_scenarios
 from gputriage.tui.picker import ScenarioPicker
 
-NAMES = ["create-nvidia-uvm-missing", "lost-xid79", "oom-time-sliced",
-         "pending-insufficient-gpu"]
+NAMES = ["create-nvidia-uvm-missing", "lost-xid79", "oom-time-sliced", "pending-insufficient-gpu"]
 
 
 def test_list_names_every_scenario_with_its_title(capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,8 +62,9 @@ async def test_picker_shows_its_keys_in_the_footer_and_a_hint_line() -> None:
         footer = lines[-1]
         for key in ("⏎ Open", "↑↓ j/k Move", "q Quit"):
             assert key in footer, footer
-        assert any("enter opens a scenario  ·  ↑↓ or j/k move  ·  q quits" in line
-                   for line in lines)
+        assert any(
+            "enter opens a scenario  ·  ↑↓ or j/k move  ·  q quits" in line for line in lines
+        )
         # The keys the footer names do what it says: j/k move, enter opens.
         await pilot.press("j", "j", "k", "enter")
         await pilot.pause()

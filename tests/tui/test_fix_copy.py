@@ -65,8 +65,11 @@ async def test_copy_read_only_takes_every_command_that_changes_nothing(tmp_path:
         copied = app.clipboard.splitlines()
         assert "ssh gpu-h100-07 sudo nvidia-bug-report.sh --safe-mode" in copied
         assert len(copied) >= 4
-        assert not any(c.startswith(("kubectl cordon", "kubectl drain", "kubectl uncordon"))
-                       or c.endswith("sudo reboot") for c in copied)
+        assert not any(
+            c.startswith(("kubectl cordon", "kubectl drain", "kubectl uncordon"))
+            or c.endswith("sudo reboot")
+            for c in copied
+        )
 
 
 async def test_export_says_whether_the_sre_confirmed_the_walk(tmp_path: Path) -> None:

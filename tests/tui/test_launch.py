@@ -10,8 +10,9 @@ HEAVY = {"kubernetes", "paramiko", "cel", "pynvml", "yaml"}
 
 def loaded_after(code: str) -> set[str]:
     script = f"import sys\n{code}\nprint('\\n'.join(sorted(sys.modules)))\n"
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True
+    ).stdout
     return {name.split(".")[0] for name in out.split()}
 
 
@@ -28,6 +29,7 @@ def test_the_demo_command_module_is_light() -> None:
 
 def test_core_modules_of_the_tui_package_do_not_need_textual() -> None:
     # Tables, walk rules and the export path are plain Python: testable and reusable headless.
-    loaded = loaded_after("import gputriage.tui.tables, gputriage.tui.walkstate, "
-                          "gputriage.tui.export")
+    loaded = loaded_after(
+        "import gputriage.tui.tables, gputriage.tui.walkstate, gputriage.tui.export"
+    )
     assert "textual" not in loaded and "rich" not in loaded

@@ -26,10 +26,10 @@ def box_text(screen: str, title: str) -> str:
     left = lines[top].index(f"╭─ {title} ")
     right = lines[top].index("╮", left)
     inside = []
-    for ln in lines[top + 1:]:
-        if ln[left:left + 1] != "│":
+    for ln in lines[top + 1 :]:
+        if ln[left : left + 1] != "│":
             break
-        inside.append(ln[left + 1:right].strip())
+        inside.append(ln[left + 1 : right].strip())
     return " ".join(" ".join(inside).split())
 
 
@@ -76,8 +76,9 @@ async def test_a_markup_laden_row_opens_whole_and_verbatim(app: TriageApp) -> No
         tabs = tabs_of(app)
         await pilot.press("1")
         table = tabs.active_table()
-        hostile = next(i for i, r in enumerate(tabs.shown["events"].rows)
-                       if r.cells[2] == "BackOff")
+        hostile = next(
+            i for i, r in enumerate(tabs.shown["events"].rows) if r.cells[2] == "BackOff"
+        )
         table.focus()
         table.move_cursor(row=hostile)
         await pilot.press("enter")  # enter on a row opens it (it does not follow the walk)
@@ -105,23 +106,48 @@ def differential_walker(walker: HandWalker, bundle: Path) -> HandWalker:
     kubelet = line_of(bundle, "kubelet.log", "Error syncing pod")
 
     class Differential(HandWalker):
-        def __call__(self, facts: FactSet, answers: dict[str, str],  # type: ignore[override]
-                     overrides: dict[str, str]) -> Transcript:
+        def __call__(
+            self,
+            facts: FactSet,
+            answers: dict[str, str],  # type: ignore[override]
+            overrides: dict[str, str],
+        ) -> Transcript:
             t = super().__call__(facts, answers, overrides)
             if t.findings != (INSUFFICIENT,):
                 return t
-            return replace(t, confidence="likely", consistent=(
-                Alternative("pending.taint-repels", "A taint repels the pod", "medium",
-                            "possible", "1 node has an untolerated control-plane taint",
-                            (kubelet,), "pending/scheduler"),), ruled_out=(
-                Alternative("pending.quota", "A ResourceQuota caps GPUs", "medium", "",
-                            "no quota in the namespace", (), ""),))
+            return replace(
+                t,
+                confidence="likely",
+                consistent=(
+                    Alternative(
+                        "pending.taint-repels",
+                        "A taint repels the pod",
+                        "medium",
+                        "possible",
+                        "1 node has an untolerated control-plane taint",
+                        (kubelet,),
+                        "pending/scheduler",
+                    ),
+                ),
+                ruled_out=(
+                    Alternative(
+                        "pending.quota",
+                        "A ResourceQuota caps GPUs",
+                        "medium",
+                        "",
+                        "no quota in the namespace",
+                        (),
+                        "",
+                    ),
+                ),
+            )
 
     return Differential(walker.bundle)
 
 
-async def test_the_differential_sits_beside_the_verdict(bundle: Path, walker: HandWalker,
-                                                        tmp_path: Path) -> None:
+async def test_the_differential_sits_beside_the_verdict(
+    bundle: Path, walker: HandWalker, tmp_path: Path
+) -> None:
     app = make_app(bundle, differential_walker(walker, bundle), tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
@@ -157,8 +183,18 @@ async def test_80x24_shows_verdict_fix_commands_and_keys(app: TriageApp) -> None
         for command in INSUFFICIENT.fix.commands:  # wrapped to the panel, but all there
             assert f"$ {command}" in fix
         footer = text.splitlines()[-1]
-        for keys in ("⏎ Follow", "o Override", "b Back", "c Copy", "e Export", "f Fix",
-                     "v View", "1-9 Tabs", "? Help", "q Quit"):
+        for keys in (
+            "⏎ Follow",
+            "o Override",
+            "b Back",
+            "c Copy",
+            "e Export",
+            "f Fix",
+            "v View",
+            "1-9 Tabs",
+            "? Help",
+            "q Quit",
+        ):
             assert keys in footer
         await pilot.press("f")  # the fix on the whole screen: summary and every command
         await pilot.pause()
@@ -184,7 +220,8 @@ def test_lineref_source_is_what_rows_carry(bundle: Path) -> None:
 
 
 async def test_the_first_frame_has_the_pod_header_and_the_verdict_skeleton(
-        bundle: Path, walker: HandWalker, tmp_path: Path) -> None:
+    bundle: Path, walker: HandWalker, tmp_path: Path
+) -> None:
     app = make_app(bundle, walker, tmp_path)
     app.target_hint = "ml/trainer-0"
     async with app.run_test(size=SIZE) as pilot:
@@ -212,8 +249,8 @@ def _walk_lines(app: TriageApp) -> list[str]:
     from gputriage.tui.widgets.walk_path import WalkPath
 
     region = app.triage.query_one(WalkPath).content_region
-    rows = screen_text(app).splitlines()[region.y:region.bottom]
-    return [row[region.x:region.right] for row in rows]
+    rows = screen_text(app).splitlines()[region.y : region.bottom]
+    return [row[region.x : region.right] for row in rows]
 
 
 async def test_wrapped_walk_lines_start_under_their_text(app: TriageApp) -> None:
@@ -240,11 +277,17 @@ def test_hanging_indent_wraps_under_the_text() -> None:
     from gputriage.tui.widgets.walk_path import hanging
 
     text = hanging(Content(" 1 ● "), Content("Does the scheduler say there is no free GPU?"), 20)
-    assert text.plain.splitlines() == [" 1 ● Does the", "     scheduler say", "     there is no",
-                                       "     free GPU?"]
+    assert text.plain.splitlines() == [
+        " 1 ● Does the",
+        "     scheduler say",
+        "     there is no",
+        "     free GPU?",
+    ]
     # Not laid out yet (no width), or too narrow to indent: the widget wraps as usual.
     assert hanging(Content("ab "), Content("c d"), None).plain == "ab c d"
     assert hanging(Content(" 1 ● "), Content("x y"), 10).plain == " 1 ● x y"
     # A blank indent narrows so that a long word (a step's name) is not cut in two.
     assert hanging(Content("     "), Content("→ pending/scheduler"), 20).plain.splitlines() == [
-        "   →", "   pending/scheduler"]
+        "   →",
+        "   pending/scheduler",
+    ]

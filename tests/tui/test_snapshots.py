@@ -30,8 +30,9 @@ SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 def app_for(tmp_path: Path, differential: bool = False) -> TriageApp:
     bundle = write_bundle(tmp_path, hostile=False)
     walker = HandWalker(bundle)
-    return make_app(bundle, differential_walker(walker, bundle) if differential else walker,
-                    tmp_path)
+    return make_app(
+        bundle, differential_walker(walker, bundle) if differential else walker, tmp_path
+    )
 
 
 async def settled(pilot: Pilot[Any]) -> None:
@@ -70,8 +71,9 @@ CASES = [(f, s) for f in FEATURES for s in SIZES]
 @pytest.mark.parametrize(("feature", "size"), CASES)
 def test_screen(snap_compare: Any, tmp_path: Path, feature: str, size: str) -> None:
     press, before, differential = FEATURES[feature]
-    assert snap_compare(app_for(tmp_path, differential), press=press,
-                        terminal_size=SIZES[size], run_before=before)
+    assert snap_compare(
+        app_for(tmp_path, differential), press=press, terminal_size=SIZES[size], run_before=before
+    )
 
 
 def _normalized(svg: str) -> str:

@@ -21,9 +21,17 @@ def facts_for(pod: dict[str, object]) -> tuple[EvidenceSet, object]:
 def creating_pod() -> dict[str, object]:
     pod = pod_object()
     pod["spec"]["nodeName"] = "gpu-node-7"  # type: ignore[index]
-    pod["status"] = {"phase": "Pending", "containerStatuses": [{
-        "name": "train", "ready": False, "restartCount": 0,
-        "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+    pod["status"] = {
+        "phase": "Pending",
+        "containerStatuses": [
+            {
+                "name": "train",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+        ],
+    }
     return pod
 
 
@@ -40,8 +48,7 @@ def test_unscheduled_pod_node_evidence_is_not_applicable() -> None:
 
 def test_a_container_that_never_started_has_no_log_to_collect() -> None:
     _, facts = facts_for(creating_pod())
-    log = reading(Evidence(Key.CONTAINER_LOG, Status.ERROR, "container is waiting to start"),
-                  facts)
+    log = reading(Evidence(Key.CONTAINER_LOG, Status.ERROR, "container is waiting to start"), facts)
     assert log.state is SourceState.NOT_APPLICABLE
     assert log.why == "no container has started yet (ContainerCreating)"
     prev = reading(Evidence(Key.CONTAINER_LOG_PREVIOUS, Status.UNAVAILABLE, "x"), facts)
@@ -53,23 +60,31 @@ def test_a_container_that_never_started_has_no_log_to_collect() -> None:
 
 def test_not_collected_and_ok_and_collecting() -> None:
     _, facts = facts_for(creating_pod())
-    assert reading(Evidence(Key.QUOTA, Status.UNAVAILABLE, "not in the bundle"),
-                   facts).state is SourceState.NOT_COLLECTED
+    assert (
+        reading(Evidence(Key.QUOTA, Status.UNAVAILABLE, "not in the bundle"), facts).state
+        is SourceState.NOT_COLLECTED
+    )
     assert reading(Evidence(Key.POD, Status.OK), facts).state is SourceState.OK
-    assert reading(Evidence(Key.POD, Status.OK), facts, pending=True).state is \
-        SourceState.COLLECTING
-    assert reading(Evidence(Key.CONTAINER_LOG, Status.ERROR, "boom"), None).state is \
-        SourceState.FAILED  # without pod facts nothing is excused
+    assert (
+        reading(Evidence(Key.POD, Status.OK), facts, pending=True).state is SourceState.COLLECTING
+    )
+    assert (
+        reading(Evidence(Key.CONTAINER_LOG, Status.ERROR, "boom"), None).state is SourceState.FAILED
+    )  # without pod facts nothing is excused
 
 
 def test_sources_tab_colours_only_failures(tmp_path: Path) -> None:
     ev, facts = facts_for(pod_object())
-    ev = ev.with_evidence(Evidence(Key.KUBELET_LOG, Status.ERROR, "no node"),
-                          Evidence(Key.NODES, Status.TIMEOUT, "10 s"),
-                          Evidence(Key.QUOTA, Status.UNAVAILABLE, "not in the bundle"))
+    ev = ev.with_evidence(
+        Evidence(Key.KUBELET_LOG, Status.ERROR, "no node"),
+        Evidence(Key.NODES, Status.TIMEOUT, "10 s"),
+        Evidence(Key.QUOTA, Status.UNAVAILABLE, "not in the bundle"),
+    )
     rows = {r.cells[0]: r for r in tables.sources_table(facts, ev, frozenset(), frozenset()).rows}
-    assert rows["kubelet"].cells[1:3] == ("not applicable",
-                                          "the pod is not scheduled to a node yet")
+    assert rows["kubelet"].cells[1:3] == (
+        "not applicable",
+        "the pod is not scheduled to a node yet",
+    )
     assert rows["kubelet"].tone == ""
     assert rows["nodes"].cells[1] == "failed: timeout" and rows["nodes"].tone == "error"
     assert rows["quota"].cells[1] == "not collected" and rows["quota"].tone == ""

@@ -14,10 +14,14 @@ from gputriage.facts.registry import specs
 from gputriage.tui import tables
 from tests.tui.bundles import HOSTILE_MSG, NS, POD, UID
 
-XID79 = ("[Tue Mar  5 10:11:12 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', "
-         "name=<unknown>, GPU has fallen off the bus.")
-XID13 = ("[Tue Mar  5 10:09:01 2024] NVRM: Xid (PCI:0000:3b:00): 13, pid=4242, name=python3, "
-         "Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter")
+XID79 = (
+    "[Tue Mar  5 10:11:12 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', "
+    "name=<unknown>, GPU has fallen off the bus."
+)
+XID13 = (
+    "[Tue Mar  5 10:09:01 2024] NVRM: Xid (PCI:0000:3b:00): 13, pid=4242, name=python3, "
+    "Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"
+)
 DMESG = f"[Tue Mar  5 10:00:00 2024] Linux version 6.1.0\n{XID13}\n{XID79}\n"
 SMI_LOST = "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error\n"
 OOM_LOG = (
@@ -25,13 +29,15 @@ OOM_LOG = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
     "capacity of 79.15 GiB of which 1.06 GiB is free. Process 4242 has 78.08 GiB memory in use. "
     "Of the allocated memory 76.50 GiB is allocated by PyTorch, and 1.02 GiB is reserved by "
-    "PyTorch but unallocated.\n")
+    "PyTorch but unallocated.\n"
+)
 PLUGIN_LOG = (
     "I0305 10:00:01.000000       1 main.go:256] Starting FS watcher.\n"
     "I0305 10:00:02.000000       1 server.go:165] Registered device plugin for "
     "'nvidia.com/gpu' with Kubelet\n"
     "I0305 10:11:13.000000       1 health.go:159] 'nvidia.com/gpu' device marked unhealthy: "
-    "GPU-8d3b5f2e-1c4a-4b8e-9f00-0a1b2c3d4e5f\n")
+    "GPU-8d3b5f2e-1c4a-4b8e-9f00-0a1b2c3d4e5f\n"
+)
 
 
 def evidence(*items: Evidence) -> EvidenceSet:
@@ -87,8 +93,9 @@ def test_container_log_tab_shows_the_oom_signature_and_its_numbers() -> None:
 
 def test_device_plugin_tab_shows_the_log_and_the_unhealthy_device() -> None:
     ev = node_evidence()
-    data = tables.device_plugin_table(build_facts(ev), ev, frozenset(),
-                                      frozenset({("b/device-plugin.log", 3)}))
+    data = tables.device_plugin_table(
+        build_facts(ev), ev, frozenset(), frozenset({("b/device-plugin.log", 3)})
+    )
     assert [r.cells[0] for r in data.rows] == ["1", "2", "3"]
     assert data.rows[2].cited and data.rows[2].tone == "error"
     assert "GPU-8d3b5f2e-1c4a-4b8e-9f00-0a1b2c3d4e5f" in data.note
@@ -115,17 +122,35 @@ def test_pending_and_unknown_groups_say_why_a_tab_is_empty() -> None:
 
 
 def hand_facts(**groups: dict[str, object]) -> FactSet:
-    return FactSet(Target(namespace=NS, pod=POD, uid=UID, node="gpu-node-7"),
-                   {name: FactGroup(name, True, "", values) for name, values in groups.items()})
+    return FactSet(
+        Target(namespace=NS, pod=POD, uid=UID, node="gpu-node-7"),
+        {name: FactGroup(name, True, "", values) for name, values in groups.items()},
+    )
 
 
 def test_events_tab_is_inert_and_marks_warnings() -> None:
-    facts = hand_facts(events={"items": [
-        {"type": "Warning", "reason": "FailedScheduling", "message": "0/4 nodes", "count": 5,
-         "last": "2026-03-05T10:04:05Z", "line": 31},
-        {"type": "Normal", "reason": "BackOff", "message": HOSTILE_MSG, "count": 1,
-         "last": "2026-03-05T10:04:05Z", "line": 52},
-    ]})
+    facts = hand_facts(
+        events={
+            "items": [
+                {
+                    "type": "Warning",
+                    "reason": "FailedScheduling",
+                    "message": "0/4 nodes",
+                    "count": 5,
+                    "last": "2026-03-05T10:04:05Z",
+                    "line": 31,
+                },
+                {
+                    "type": "Normal",
+                    "reason": "BackOff",
+                    "message": HOSTILE_MSG,
+                    "count": 1,
+                    "last": "2026-03-05T10:04:05Z",
+                    "line": 52,
+                },
+            ]
+        }
+    )
     ev = evidence(Evidence(Key.EVENTS, Status.OK, source="b/events.json"))
     data = tables.events_table(facts, ev, frozenset(), frozenset({("b/events.json", 31)}))
     first, hostile = data.rows
@@ -136,43 +161,92 @@ def test_events_tab_is_inert_and_marks_warnings() -> None:
 
 
 def test_scheduler_tab_counts_nodes_per_reason() -> None:
-    facts = hand_facts(scheduler={"total_nodes": 4, "preemption_helpful": False, "reasons": [
-        {"count": 1, "kind": "taint", "taint_key": "node-role.kubernetes.io/control-plane",
-         "taint_value": "", "text": "node(s) had untolerated taint"},
-        {"count": 3, "kind": "insufficient", "resource": "nvidia.com/gpu",
-         "text": "Insufficient nvidia.com/gpu"}]})
+    facts = hand_facts(
+        scheduler={
+            "total_nodes": 4,
+            "preemption_helpful": False,
+            "reasons": [
+                {
+                    "count": 1,
+                    "kind": "taint",
+                    "taint_key": "node-role.kubernetes.io/control-plane",
+                    "taint_value": "",
+                    "text": "node(s) had untolerated taint",
+                },
+                {
+                    "count": 3,
+                    "kind": "insufficient",
+                    "resource": "nvidia.com/gpu",
+                    "text": "Insufficient nvidia.com/gpu",
+                },
+            ],
+        }
+    )
     data = tables.scheduler_table(facts, EvidenceSet(), frozenset(), frozenset())
     assert data.note == "0/4 nodes are available; preemption is not helpful"
-    assert data.rows[0].cells == ("1", "taint", "node-role.kubernetes.io/control-plane=",
-                                  "node(s) had untolerated taint")
+    assert data.rows[0].cells == (
+        "1",
+        "taint",
+        "node-role.kubernetes.io/control-plane=",
+        "node(s) had untolerated taint",
+    )
     assert data.rows[1].cells[:3] == ("3", "insufficient", "nvidia.com/gpu")
     assert data.rows[1].tone == "warning"
 
 
 def test_gpu_nodes_tab_shows_capacity_allocatable_requested_free() -> None:
-    facts = hand_facts(cluster={"gpu_nodes": [
-        {"name": "gpu-node-7", "ready": True, "unschedulable": False,
-         "capacity": {"nvidia.com/gpu": 8, "cpu": 96}, "allocatable": {"nvidia.com/gpu": 7},
-         "requested": {"nvidia.com/gpu": 7}, "free": {"nvidia.com/gpu": 0},
-         "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
-        {"name": "gpu-node-8", "ready": False, "capacity": {}, "allocatable": {},
-         "requested": None, "free": {}, "taints": []}]})
+    facts = hand_facts(
+        cluster={
+            "gpu_nodes": [
+                {
+                    "name": "gpu-node-7",
+                    "ready": True,
+                    "unschedulable": False,
+                    "capacity": {"nvidia.com/gpu": 8, "cpu": 96},
+                    "allocatable": {"nvidia.com/gpu": 7},
+                    "requested": {"nvidia.com/gpu": 7},
+                    "free": {"nvidia.com/gpu": 0},
+                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                },
+                {
+                    "name": "gpu-node-8",
+                    "ready": False,
+                    "capacity": {},
+                    "allocatable": {},
+                    "requested": None,
+                    "free": {},
+                    "taints": [],
+                },
+            ]
+        }
+    )
     data = tables.gpu_nodes_table(facts, EvidenceSet(), frozenset(), frozenset())
     seven, eight = data.rows
-    assert seven.cells == ("gpu-node-7 *", "yes", "no", "nvidia.com/gpu: 8",
-                           "nvidia.com/gpu: 7", "nvidia.com/gpu: 7", "nvidia.com/gpu: 0",
-                           "nvidia.com/gpu:NoSchedule")
+    assert seven.cells == (
+        "gpu-node-7 *",
+        "yes",
+        "no",
+        "nvidia.com/gpu: 8",
+        "nvidia.com/gpu: 7",
+        "nvidia.com/gpu: 7",
+        "nvidia.com/gpu: 0",
+        "nvidia.com/gpu:NoSchedule",
+    )
     assert seven.tone == "warning" and eight.tone == "error"
     assert data.note == "2 GPU nodes; * = the pod's node"
 
 
 def test_sources_tab_gives_every_status_and_reason() -> None:
-    ev = evidence(Evidence(Key.POD, Status.OK, "object (json)", source="b/pod.json",
-                           elapsed_s=0.25),
-                  Evidence(Key.DMESG, Status.FORBIDDEN, "dmesg: Operation not permitted"))
+    ev = evidence(
+        Evidence(Key.POD, Status.OK, "object (json)", source="b/pod.json", elapsed_s=0.25),
+        Evidence(Key.DMESG, Status.FORBIDDEN, "dmesg: Operation not permitted"),
+    )
     data = tables.sources_table(None, ev, frozenset({Key.KUBELET_LOG}), frozenset())
-    assert [r.cells[:2] for r in data.rows] == [("pod", "ok"), ("dmesg", "failed: forbidden"),
-                                                ("kubelet", "collecting")]
+    assert [r.cells[:2] for r in data.rows] == [
+        ("pod", "ok"),
+        ("dmesg", "failed: forbidden"),
+        ("kubelet", "collecting"),
+    ]
     assert data.rows[0].cells[4] == "0.25s" and data.rows[0].tone == "ok"
     assert data.rows[1].cells[2] == "dmesg: Operation not permitted"
     assert data.rows[1].tone == "error"
@@ -184,11 +258,22 @@ def test_filter_keeps_matching_rows_case_insensitively() -> None:
     assert data.filtered("  ") is data and data.filtered("zzz").rows == ()
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    (None, "-"), ("", "-"), ([], "-"), ({}, "-"), (True, "yes"), (False, "no"), (1.50, "1.5"),
-    (["a", 2], "a, 2"), ({"nvidia.com/gpu": 2}, "nvidia.com/gpu: 2"),
-    ("a\x1b[31mred\x1b[0m\nb", "ared b"), ("x" * 500, "x" * 399 + "…"),
-])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "-"),
+        ("", "-"),
+        ([], "-"),
+        ({}, "-"),
+        (True, "yes"),
+        (False, "no"),
+        (1.50, "1.5"),
+        (["a", 2], "a, 2"),
+        ({"nvidia.com/gpu": 2}, "nvidia.com/gpu: 2"),
+        ("a\x1b[31mred\x1b[0m\nb", "ared b"),
+        ("x" * 500, "x" * 399 + "…"),
+    ],
+)
 def test_cells_are_one_inert_line(value: object, shown: str) -> None:
     assert tables.cell(value) == shown
 
@@ -201,13 +286,25 @@ def test_cited_set_ignores_lines_without_a_number() -> None:
 
 
 def test_scheduler_tab_says_no_victims_never_that_preemption_could_help() -> None:
-    """"No preemption victims found": the scheduler could evict nothing; not "could help"."""
-    facts = hand_facts(scheduler={
-        "total_nodes": 4, "preemption_helpful": True,
-        "preemption": {"total_nodes": 4, "not_helpful": 1, "no_victims": 3},
-        "reasons": [{"count": 3, "kind": "insufficient", "resource": "nvidia.com/gpu",
-                     "text": "Insufficient nvidia.com/gpu"}]})
+    """ "No preemption victims found": the scheduler could evict nothing; not "could help"."""
+    facts = hand_facts(
+        scheduler={
+            "total_nodes": 4,
+            "preemption_helpful": True,
+            "preemption": {"total_nodes": 4, "not_helpful": 1, "no_victims": 3},
+            "reasons": [
+                {
+                    "count": 3,
+                    "kind": "insufficient",
+                    "resource": "nvidia.com/gpu",
+                    "text": "Insufficient nvidia.com/gpu",
+                }
+            ],
+        }
+    )
     data = tables.scheduler_table(facts, EvidenceSet(), frozenset(), frozenset())
-    assert data.note == ("0/4 nodes are available; preemption: no victims found on 3 node(s) "
-                         "(the GPUs are taken by pods of equal or higher priority)")
+    assert data.note == (
+        "0/4 nodes are available; preemption: no victims found on 3 node(s) "
+        "(the GPUs are taken by pods of equal or higher priority)"
+    )
     assert "could help" not in data.note

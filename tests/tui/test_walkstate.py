@@ -12,8 +12,9 @@ from tests.tui.bundles import INSUFFICIENT, HandWalker
 FACTS = FactSet(Target(namespace="ml", pod="trainer-0"), {})
 
 
-def walk(bundle: Path, answers: dict[str, str] | None = None,
-         overrides: dict[str, str] | None = None) -> Transcript:
+def walk(
+    bundle: Path, answers: dict[str, str] | None = None, overrides: dict[str, str] | None = None
+) -> Transcript:
     return HandWalker(bundle)(FACTS, answers or {}, overrides or {})
 
 
@@ -59,17 +60,20 @@ def test_choosing_another_branch_records_an_override(bundle: Path) -> None:
 
 def test_choosing_the_engines_branch_again_removes_the_override(bundle: Path) -> None:
     overridden = walk(bundle, overrides={"pending/scheduler": "taints"}).visits[1]
-    back = walkstate.with_choice({"pending/scheduler": "taints", "x/y": "z"}, overridden,
-                                 overridden.choices[0])
+    back = walkstate.with_choice(
+        {"pending/scheduler": "taints", "x/y": "z"}, overridden, overridden.choices[0]
+    )
     assert back == {"x/y": "z"}
 
 
 def test_targets_are_described_in_words(bundle: Path) -> None:
     t = walk(bundle)
     assert walkstate.describe_target("finding:" + INSUFFICIENT.id, t) == (
-        "finding pending.insufficient-gpu: No schedulable node has 2 free nvidia.com/gpu")
+        "finding pending.insufficient-gpu: No schedulable node has 2 free nvidia.com/gpu"
+    )
     assert walkstate.describe_target("pending/scheduler", t) == (
-        "pending/scheduler: Does the scheduler say there is no free GPU?")
+        "pending/scheduler: Does the scheduler say there is no free GPU?"
+    )
     assert walkstate.describe_target("finding:other", None) == "finding other"
     assert walkstate.describe_target("", t) == "waiting for your answer"
     assert walkstate.short_target("finding:pending.x") == "finding pending.x"

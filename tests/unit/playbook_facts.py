@@ -19,24 +19,44 @@ VALID = FIXTURES / "valid"
 INVALID = FIXTURES / "invalid"
 
 SPECS: dict[str, GroupSpec] = {
-    "pod": GroupSpec("pod", "the pod", (Key.POD,), {
-        "name": FieldSpec("string", "", "pod name"),
-        "namespace": FieldSpec("string", "", "namespace"),
-        "phase": FieldSpec("string", "", "status.phase"),
-        "restarts": FieldSpec("int", 0, "restart count"),
-    }),
-    "kernel": GroupSpec("kernel", "kernel log", (Key.DMESG,), {
-        "xids": FieldSpec("list<map>", [], "Xid events: code, pci, line"),
-        "latest_xid": FieldSpec("map", {}, "the newest Xid event"),
-    }),
-    "gpus": GroupSpec("gpus", "nvidia-smi", (Key.NVIDIA_SMI,), {
-        "count": FieldSpec("int", 0, "GPUs nvidia-smi sees"),
-        "lost": FieldSpec("list", [], "PCI ids of lost GPUs"),
-    }),
-    "node": GroupSpec("node", "node object", (Key.NODE,), {
-        "name": FieldSpec("string", "", "node name"),
-        "gpu_capacity": FieldSpec("int", 0, "capacity nvidia.com/gpu"),
-    }),
+    "pod": GroupSpec(
+        "pod",
+        "the pod",
+        (Key.POD,),
+        {
+            "name": FieldSpec("string", "", "pod name"),
+            "namespace": FieldSpec("string", "", "namespace"),
+            "phase": FieldSpec("string", "", "status.phase"),
+            "restarts": FieldSpec("int", 0, "restart count"),
+        },
+    ),
+    "kernel": GroupSpec(
+        "kernel",
+        "kernel log",
+        (Key.DMESG,),
+        {
+            "xids": FieldSpec("list<map>", [], "Xid events: code, pci, line"),
+            "latest_xid": FieldSpec("map", {}, "the newest Xid event"),
+        },
+    ),
+    "gpus": GroupSpec(
+        "gpus",
+        "nvidia-smi",
+        (Key.NVIDIA_SMI,),
+        {
+            "count": FieldSpec("int", 0, "GPUs nvidia-smi sees"),
+            "lost": FieldSpec("list", [], "PCI ids of lost GPUs"),
+        },
+    ),
+    "node": GroupSpec(
+        "node",
+        "node object",
+        (Key.NODE,),
+        {
+            "name": FieldSpec("string", "", "node name"),
+            "gpu_capacity": FieldSpec("int", 0, "capacity nvidia.com/gpu"),
+        },
+    ),
 }
 
 
@@ -51,18 +71,22 @@ def known_paths() -> set[str]:
 KNOWN = known_paths()
 
 DMESG = "bundle/dmesg.log"
-XID79 = ("NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has fallen off the bus.")
-XID48 = ("NVRM: Xid (PCI:0000:86:00): 48, pid=2323, name=python, An uncorrectable double bit "
-         "error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.")
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has fallen off the bus."
+XID48 = (
+    "NVRM: Xid (PCI:0000:86:00): 48, pid=2323, name=python, An uncorrectable double bit "
+    "error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+)
 
 
 def xid(code: int, pci: str, line: int) -> dict[str, Any]:
     return {"code": code, "pci": pci, "line": line}
 
 
-def facts(values: Mapping[str, Mapping[str, Any]] | None = None,
-          unknown_groups: Mapping[str, str] | None = None,
-          cites: Mapping[str, Mapping[str, tuple[LineRef, ...]]] | None = None) -> FactSet:
+def facts(
+    values: Mapping[str, Mapping[str, Any]] | None = None,
+    unknown_groups: Mapping[str, str] | None = None,
+    cites: Mapping[str, Mapping[str, tuple[LineRef, ...]]] | None = None,
+) -> FactSet:
     """A FactSet of every fixture group: ``values`` per group, ``unknown_groups`` with reasons."""
     groups: dict[str, FactGroup] = {}
     for name, spec in SPECS.items():

@@ -11,8 +11,11 @@ from gputriage.evidence.broker import Broker, most_informative
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, Status
 from gputriage.evidence.sources import NODE_KEYS, NodeQuery
 
-POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ml", "uid": "u1"},
-       "spec": {"nodeName": "n1"}}
+POD = {
+    "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "ml", "uid": "u1"},
+    "spec": {"nodeName": "n1"},
+}
 
 
 def ok(key: Key, text: str = "x") -> Evidence:
@@ -22,8 +25,13 @@ def ok(key: Key, text: str = "x") -> Evidence:
 class FakeCluster:
     """Keys that sleep for given seconds, raise, or answer the wrong thing."""
 
-    def __init__(self, delays: Mapping[Key, float] | None = None, *, pod_delay: float = 0.0,
-                 keys: tuple[Key, ...] = (Key.EVENTS, Key.NODE, Key.QUOTA)) -> None:
+    def __init__(
+        self,
+        delays: Mapping[Key, float] | None = None,
+        *,
+        pod_delay: float = 0.0,
+        keys: tuple[Key, ...] = (Key.EVENTS, Key.NODE, Key.QUOTA),
+    ) -> None:
         self.delays = dict(delays or {})
         self.pod_delay = pod_delay
         self._keys = keys
@@ -89,10 +97,22 @@ def test_pod_first_then_keys_as_they_finish() -> None:
 
 
 def test_total_is_the_slowest_not_the_sum() -> None:
-    keys = (Key.EVENTS, Key.NODE, Key.QUOTA, Key.NODES, Key.NODE_PODS, Key.NODE_EVENTS,
-            Key.OWNER_EVENTS, Key.RUNTIME_CLASSES, Key.RESOURCE_CLAIMS, Key.RESOURCE_SLICES,
-            Key.DEVICE_CLASSES, Key.DEVICE_PLUGIN_LOG, Key.CONTAINER_LOG,
-            Key.CONTAINER_LOG_PREVIOUS)
+    keys = (
+        Key.EVENTS,
+        Key.NODE,
+        Key.QUOTA,
+        Key.NODES,
+        Key.NODE_PODS,
+        Key.NODE_EVENTS,
+        Key.OWNER_EVENTS,
+        Key.RUNTIME_CLASSES,
+        Key.RESOURCE_CLAIMS,
+        Key.RESOURCE_SLICES,
+        Key.DEVICE_CLASSES,
+        Key.DEVICE_PLUGIN_LOG,
+        Key.CONTAINER_LOG,
+        Key.CONTAINER_LOG_PREVIOUS,
+    )
     cluster = FakeCluster(dict.fromkeys(keys, 0.3), keys=keys)
     node = FakeNode("ssh", {k: ok(k) for k in NODE_KEYS}, delay=0.3)
     started = time.monotonic()
@@ -120,8 +140,9 @@ def test_a_raising_or_lying_source_becomes_an_error() -> None:
     cluster.wrong_for.add(Key.QUOTA)
     got = {e.key: e for e in run(Broker(cluster, node_keys=()))}
     assert got[Key.EVENTS].status is Status.ERROR
-    assert got[Key.EVENTS].detail == ("internal error while collecting the pod's events: "
-                                      "RuntimeError: kaboom")
+    assert got[Key.EVENTS].detail == (
+        "internal error while collecting the pod's events: RuntimeError: kaboom"
+    )
     assert got[Key.QUOTA].status is Status.ERROR
     assert got[Key.QUOTA].detail == "internal error: the source answered Evidence for quota"
     assert got[Key.NODE].ok
@@ -130,8 +151,10 @@ def test_a_raising_or_lying_source_becomes_an_error() -> None:
 def test_node_keys_wait_for_the_node_and_first_ok_wins() -> None:
     cluster = FakeCluster({Key.NODE: 0.2})
     ssh = FakeNode("ssh", {Key.DMESG: ok(Key.DMESG, "ssh dmesg")})
-    proxy = FakeNode("kube-node-log", {Key.DMESG: ok(Key.DMESG, "proxy dmesg"),
-                                       Key.KUBELET_LOG: ok(Key.KUBELET_LOG, "journal")})
+    proxy = FakeNode(
+        "kube-node-log",
+        {Key.DMESG: ok(Key.DMESG, "proxy dmesg"), Key.KUBELET_LOG: ok(Key.KUBELET_LOG, "journal")},
+    )
     got = {e.key: e for e in run(Broker(cluster, [ssh, proxy], timeout=3))}
     assert len(cluster.node_seen) == len(NODE_KEYS)
     assert all(n is not None and n.key is Key.NODE for n in cluster.node_seen)
@@ -143,22 +166,29 @@ def test_node_keys_wait_for_the_node_and_first_ok_wins() -> None:
 
 def test_when_every_node_source_fails_the_most_informative_is_kept() -> None:
     cluster = FakeCluster()
-    ssh = FakeNode("ssh", {Key.LSMOD: Evidence(Key.LSMOD, Status.TIMEOUT, "ssh n1: no answer "
-                                                                         "in 3 s")})
-    proxy = FakeNode("kube-node-log", {Key.LSMOD: Evidence(Key.LSMOD, Status.UNAVAILABLE,
-                                                           "only the kubelet journal")})
+    ssh = FakeNode(
+        "ssh", {Key.LSMOD: Evidence(Key.LSMOD, Status.TIMEOUT, "ssh n1: no answer in 3 s")}
+    )
+    proxy = FakeNode(
+        "kube-node-log",
+        {Key.LSMOD: Evidence(Key.LSMOD, Status.UNAVAILABLE, "only the kubelet journal")},
+    )
     got = {e.key: e for e in run(Broker(cluster, [proxy, ssh]))}
     lsmod = got[Key.LSMOD]
     assert lsmod.status is Status.TIMEOUT
-    assert lsmod.detail == ("ssh: ssh n1: no answer in 3 s (also tried kube-node-log: "
-                            "unavailable: only the kubelet journal)")
+    assert lsmod.detail == (
+        "ssh: ssh n1: no answer in 3 s (also tried kube-node-log: "
+        "unavailable: only the kubelet journal)"
+    )
 
 
 def test_most_informative_ranks_error_over_forbidden_over_timeout() -> None:
-    attempts = [("a", Evidence(Key.DMESG, Status.UNAVAILABLE, "u")),
-                ("b", Evidence(Key.DMESG, Status.TIMEOUT, "t")),
-                ("c", Evidence(Key.DMESG, Status.FORBIDDEN, "f")),
-                ("d", Evidence(Key.DMESG, Status.ERROR, "e"))]
+    attempts = [
+        ("a", Evidence(Key.DMESG, Status.UNAVAILABLE, "u")),
+        ("b", Evidence(Key.DMESG, Status.TIMEOUT, "t")),
+        ("c", Evidence(Key.DMESG, Status.FORBIDDEN, "f")),
+        ("d", Evidence(Key.DMESG, Status.ERROR, "e")),
+    ]
     assert most_informative(attempts).status is Status.ERROR
     assert most_informative(attempts[:3]).status is Status.FORBIDDEN
     assert most_informative(attempts[:1]).detail == "a: u"
@@ -177,8 +207,10 @@ def test_a_hung_node_source_is_bounded_by_its_timeout() -> None:
 def test_no_node_sources_or_no_node() -> None:
     got = {e.key: e for e in run(Broker(FakeCluster()))}
     assert got[Key.KUBELET_LOG].status is Status.UNAVAILABLE
-    assert got[Key.KUBELET_LOG].detail == ("no node access configured for n1: use SSH or "
-                                           "--local to read the kubelet journal on the node")
+    assert got[Key.KUBELET_LOG].detail == (
+        "no node access configured for n1: use SSH or "
+        "--local to read the kubelet journal on the node"
+    )
 
     class Unscheduled(FakeCluster):
         def node_query(self, pod: Evidence, node: Evidence | None) -> NodeQuery | str:

@@ -12,10 +12,13 @@ from gputriage.evidence import bundle
 from gputriage.evidence.bundle import decode, read_bundle
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, Status
 
-POD = {"apiVersion": "v1", "kind": "Pod",
-       "metadata": {"name": "trainer-0", "namespace": "ml", "uid": "u-1"},
-       "spec": {"nodeName": "gpu-1", "containers": [{"name": "main"}]},
-       "status": {"phase": "Pending"}}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "trainer-0", "namespace": "ml", "uid": "u-1"},
+    "spec": {"nodeName": "gpu-1", "containers": [{"name": "main"}]},
+    "status": {"phase": "Pending"},
+}
 
 
 def write(tmp: Path, files: dict[str, str | bytes]) -> Path:
@@ -44,10 +47,15 @@ def test_bundle_without_pod_is_an_actionable_error(tmp_path: Path) -> None:
 def test_yaml_pod_and_single_event_where_list_expected(tmp_path: Path) -> None:
     import yaml
 
-    event = {"kind": "Event", "apiVersion": "v1", "reason": "FailedScheduling",
-             "message": "0/3 nodes are available"}
-    ev = read_bundle(write(tmp_path, {"pod.yaml": yaml.safe_dump(POD),
-                                      "events.json": json.dumps(event)}))
+    event = {
+        "kind": "Event",
+        "apiVersion": "v1",
+        "reason": "FailedScheduling",
+        "message": "0/3 nodes are available",
+    }
+    ev = read_bundle(
+        write(tmp_path, {"pod.yaml": yaml.safe_dump(POD), "events.json": json.dumps(event)})
+    )
     assert ev[Key.POD].format == "yaml" and ev[Key.POD].data["spec"]["nodeName"] == "gpu-1"
     assert ev[Key.EVENTS].data["items"][0]["reason"] == "FailedScheduling"
 
@@ -69,8 +77,9 @@ def test_yaml_pod_and_single_event_where_list_expected(tmp_path: Path) -> None:
         ("dmesg.log", b"\x00\x01\x02\x03" * 100, "looks binary"),
     ],
 )
-def test_bad_files_become_named_errors(tmp_path: Path, name: str, content: str | bytes,
-                                       expected: str) -> None:
+def test_bad_files_become_named_errors(
+    tmp_path: Path, name: str, content: str | bytes, expected: str
+) -> None:
     ev = read_bundle(write(tmp_path, {"pod.json": json.dumps(POD), name: content}))
     key = next(k for k, names in bundle.BUNDLE_FILES.items() if name in names)
     assert ev[key].status is Status.ERROR
@@ -78,12 +87,14 @@ def test_bad_files_become_named_errors(tmp_path: Path, name: str, content: str |
     assert ev[key].detail.startswith(f"{tmp_path.name}/{name}")
 
 
-def test_oversized_log_keeps_the_newest_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                              ) -> None:
+def test_oversized_log_keeps_the_newest_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(bundle, "MAX_TEXT_BYTES", 1000)
     lines = [f"line {i:05d}" for i in range(1000)]
-    ev = read_bundle(write(tmp_path, {"pod.json": json.dumps(POD),
-                                      "kubelet.log": "\n".join(lines) + "\n"}))
+    ev = read_bundle(
+        write(tmp_path, {"pod.json": json.dumps(POD), "kubelet.log": "\n".join(lines) + "\n"})
+    )
     kubelet = ev[Key.KUBELET_LOG]
     assert kubelet.ok
     assert kubelet.lines()[-1] == "line 00999"
@@ -92,10 +103,12 @@ def test_oversized_log_keeps_the_newest_lines(tmp_path: Path, monkeypatch: pytes
 
 
 def test_meta_json_explains_what_collection_could_not_get(tmp_path: Path) -> None:
-    meta = {"sources": {"dmesg": {"status": "forbidden",
-                                  "detail": "ssh gpu-1: dmesg: Operation not permitted"}}}
-    ev = read_bundle(write(tmp_path, {"pod.json": json.dumps(POD),
-                                      "meta.json": json.dumps(meta)}))
+    meta = {
+        "sources": {
+            "dmesg": {"status": "forbidden", "detail": "ssh gpu-1: dmesg: Operation not permitted"}
+        }
+    }
+    ev = read_bundle(write(tmp_path, {"pod.json": json.dumps(POD), "meta.json": json.dumps(meta)}))
     assert ev[Key.DMESG].status is Status.FORBIDDEN
     assert "Operation not permitted" in ev[Key.DMESG].detail
 
@@ -126,13 +139,19 @@ def test_evidence_set_is_immutable_and_reports_missing() -> None:
 
 def test_integers_past_pythons_digit_limit_do_not_escape() -> None:
     huge = "9" * 5000
-    ev = decode(Key.NODE, f'{{"kind": "Node", "metadata": {{"name": "n", "x": {huge}}}}}'
-                .encode(), source="b/node.json")
+    ev = decode(
+        Key.NODE,
+        f'{{"kind": "Node", "metadata": {{"name": "n", "x": {huge}}}}}'.encode(),
+        source="b/node.json",
+    )
     assert ev.ok and ev.data["metadata"]["x"] == huge
 
 
-@pytest.mark.parametrize("blob", [b"[" * 100_000, b'{"a":' * 100_000, b"- " * 100_000],
-                         ids=["json-arrays", "json-objects", "yaml-list"])
+@pytest.mark.parametrize(
+    "blob",
+    [b"[" * 100_000, b'{"a":' * 100_000, b"- " * 100_000],
+    ids=["json-arrays", "json-objects", "yaml-list"],
+)
 def test_nesting_too_deep_is_an_error_not_a_recursion_error(blob: bytes) -> None:
     ev = decode(Key.EVENTS, blob, source="deep/events.json")
     assert ev.status is Status.ERROR

@@ -41,8 +41,9 @@ def _nodes(*nodes: dict[str, Any]) -> Evidence:
 
 
 def _pending(gpus: int = 8, **kw: Any) -> Evidence:
-    return _ev(Key.POD, c.pod("bigtrain-0", gpus=gpus, unschedulable="0/3 nodes are available",
-                              **kw))
+    return _ev(
+        Key.POD, c.pod("bigtrain-0", gpus=gpus, unschedulable="0/3 nodes are available", **kw)
+    )
 
 
 def test_selection_keeps_the_nodes_the_pod_could_land_on_troubled_first() -> None:
@@ -53,22 +54,35 @@ def test_selection_keeps_the_nodes_the_pod_could_land_on_troubled_first() -> Non
         c.gpu_node("d-tainted", allocatable=6, taints=[c.taint("nvidia.com/gpu", value="x")]),
         c.gpu_node("e-cordoned", allocatable=6, unschedulable=True),
         c.gpu_node("f-other-pool", allocatable=5, labels={"pool": "infer"}),
-        c.cpu_node("g-cpu"))
+        c.cpu_node("g-cpu"),
+    )
     pod = c.pod("bigtrain-0", gpus=8, unschedulable="0/7 nodes are available")
-    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "pool", "operator": "NotIn", "values": ["infer"]}]}]}}}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "pool", "operator": "NotIn", "values": ["infer"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
     sel = select_candidates(_ev(Key.POD, pod), nodes, limit=3)
     assert [(cand.name, cand.reasons) for cand in sel.examine] == [
-        ("b-lost-one", ("nvidia.com/gpu capacity 8 > allocatable 7: 1 device(s) taken out of "
-                        "service",)),
-        ("c-notready", ("NotReady",))]
+        (
+            "b-lost-one",
+            ("nvidia.com/gpu capacity 8 > allocatable 7: 1 device(s) taken out of service",),
+        ),
+        ("c-notready", ("NotReady",)),
+    ]
     why = {s["name"]: s["why"] for s in sel.skipped}
     assert why["a-healthy"] == "a candidate, but the API shows no trouble on it"
     assert why["d-tainted"].startswith("has taints the pod does not tolerate (nvidia.com/gpu=x")
     assert why["e-cordoned"] == "cordoned (spec.unschedulable)"
-    assert why["f-other-pool"] == ("does not match the pod's nodeSelector / required node "
-                                   "affinity")
+    assert why["f-other-pool"] == ("does not match the pod's nodeSelector / required node affinity")
     assert "g-cpu" not in why  # not a GPU node at all
     assert (sel.considered, sel.candidates) == (6, 3)
 
@@ -84,8 +98,15 @@ def test_selection_is_bounded_by_the_limit_and_says_what_it_left_out() -> None:
 def test_device_plugin_trouble_makes_a_node_worth_reading() -> None:
     plugin = c.device_plugin_pod("gpu-7")
     plugin["status"]["phase"] = "Pending"
-    holders = _ev(Key.NODE_PODS, {"kind": "PodList", "apiVersion": "v1", "items": [plugin],
-                                  "gputriage": {"scope": "cluster-gpu-pods"}})
+    holders = _ev(
+        Key.NODE_PODS,
+        {
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "items": [plugin],
+            "gputriage": {"scope": "cluster-gpu-pods"},
+        },
+    )
     sel = select_candidates(_pending(gpus=1), _nodes(c.gpu_node("gpu-7")), holders)
     assert [cand.name for cand in sel.examine] == ["gpu-7"]
     assert sel.examine[0].reasons[0].startswith("device-plugin pod gpu-operator/")
@@ -94,7 +115,8 @@ def test_device_plugin_trouble_makes_a_node_worth_reading() -> None:
 def test_no_selection_without_nodes_or_gpu_request() -> None:
     assert "nodes" in select_candidates(_pending(), Evidence.missing(Key.NODES)).problem
     assert select_candidates(_pending(gpus=0), _nodes(c.gpu_node("x"))).problem == (
-        "the pod requests no GPU resource")
+        "the pod requests no GPU resource"
+    )
 
 
 class RecordingSource:
@@ -121,13 +143,23 @@ class RecordingSource:
 
 def test_collect_reads_only_the_chosen_nodes_at_their_override_address() -> None:
     src = RecordingSource()
-    nodes = _nodes(c.gpu_node("gpu-1", allocatable=7, address="10.0.0.7"),
-                   c.gpu_node("gpu-2", address="10.0.0.8"))
-    ev = collect_candidates(_pending(), nodes, None, node_sources=[src], plugin_log=None,
-                            overrides={"gpu-1": "127.0.0.1"}, timeout=5)
+    nodes = _nodes(
+        c.gpu_node("gpu-1", allocatable=7, address="10.0.0.7"),
+        c.gpu_node("gpu-2", address="10.0.0.8"),
+    )
+    ev = collect_candidates(
+        _pending(),
+        nodes,
+        None,
+        node_sources=[src],
+        plugin_log=None,
+        overrides={"gpu-1": "127.0.0.1"},
+        timeout=5,
+    )
     assert ev.ok and ev.key is Key.CANDIDATES
-    assert sorted(src.asked) == [("gpu-1", "127.0.0.1", k)
-                                 for k in ("dmesg", "kubelet", "nvidia-smi")]
+    assert sorted(src.asked) == [
+        ("gpu-1", "127.0.0.1", k) for k in ("dmesg", "kubelet", "nvidia-smi")
+    ]
     document = json.loads(ev.raw)
     assert NODE_EVIDENCE not in document  # the per-node evidence is not in the JSON text
     assert document["items"][0]["sources"]["kubelet"]["status"] == "unavailable"
@@ -137,10 +169,19 @@ def test_collect_reads_only_the_chosen_nodes_at_their_override_address() -> None
 def test_collect_skips_scheduled_pods_and_nodes_zero() -> None:
     scheduled = _ev(Key.POD, c.pod("t", node="gpu-1", statuses=[c.running("main")]))
     nodes = _nodes(c.gpu_node("gpu-1", allocatable=7))
-    for pod, limit, words in ((scheduled, 3, "candidate nodes are for pods not scheduled"),
-                              (_pending(), 0, "--nodes 0")):
-        ev = collect_candidates(pod, nodes, None, node_sources=[RecordingSource()],
-                                plugin_log=None, overrides={}, limit=limit)
+    for pod, limit, words in (
+        (scheduled, 3, "candidate nodes are for pods not scheduled"),
+        (_pending(), 0, "--nodes 0"),
+    ):
+        ev = collect_candidates(
+            pod,
+            nodes,
+            None,
+            node_sources=[RecordingSource()],
+            plugin_log=None,
+            overrides={},
+            limit=limit,
+        )
         assert ev.status is Status.UNAVAILABLE and words in ev.detail
 
 
@@ -151,17 +192,27 @@ def test_facts_name_the_node_the_gpu_and_the_xid_from_the_bundle() -> None:
     v = group.values
     assert (v["candidate_count"], v["examined_count"], v["fault_nodes"]) == (1, 1, ["gpu-node-1"])
     first = v["first_fault"]
-    assert {k: first[k] for k in ("node", "uuid", "pci", "serial", "xid", "immediate_action",
-                                  "origin")} == {
-        "node": "gpu-node-1", "uuid": LOST_UUID, "pci": "0000:3B:00", "serial": "1652923017935",
-        "xid": 79, "immediate_action": "RESTART_BM", "origin": "kernel"}
+    assert {
+        k: first[k] for k in ("node", "uuid", "pci", "serial", "xid", "immediate_action", "origin")
+    } == {
+        "node": "gpu-node-1",
+        "uuid": LOST_UUID,
+        "pci": "0000:3B:00",
+        "serial": "1652923017935",
+        "xid": 79,
+        "immediate_action": "RESTART_BM",
+        "origin": "kernel",
+    }
     assert first["action"].startswith("Reboot (power-cycle) the node")
     cited = [str(r) for r in group.cites["faults"]]
     assert cited[0].startswith("pending-candidate-xid79/nodes/gpu-node-1/dmesg.log:")
     assert "Xid (PCI:0000:3b:00): 79" in cited[0]
-    assert v["not_examined"] == [{"name": "gpu-node-2", "why": "has taints the pod does not "
-                                                             "tolerate (nvidia.com/gpu=present:"
-                                                             "NoSchedule)"}]
+    assert v["not_examined"] == [
+        {
+            "name": "gpu-node-2",
+            "why": "has taints the pod does not tolerate (nvidia.com/gpu=present:NoSchedule)",
+        }
+    ]
 
 
 def test_replayed_bundle_concludes_the_candidate_gpu_fault() -> None:
@@ -183,11 +234,16 @@ def test_bundle_round_trip_keeps_every_node_file_and_status(tmp_path: Path) -> N
     out = tmp_path / "again"
     write_bundle(first, out)
     assert sorted(p.name for p in (out / "nodes" / "gpu-node-1").iterdir()) == [
-        "device-plugin.log", "dmesg.log", "kubelet.log", "nvidia-smi.xml"]
+        "device-plugin.log",
+        "dmesg.log",
+        "kubelet.log",
+        "nvidia-smi.xml",
+    ]
     again = read_bundle(out)
     a, b = node_evidence(first[Key.CANDIDATES]), node_evidence(again[Key.CANDIDATES])
     assert {n: {k: (e.status, e.raw) for k, e in d.items()} for n, d in a.items()} == {
-        n: {k: (e.status, e.raw) for k, e in d.items()} for n, d in b.items()}
+        n: {k: (e.status, e.raw) for k, e in d.items()} for n, d in b.items()
+    }
 
 
 def test_a_failed_node_source_is_replayed_as_failed(tmp_path: Path) -> None:
@@ -195,8 +251,12 @@ def test_a_failed_node_source_is_replayed_as_failed(tmp_path: Path) -> None:
     shutil.copytree(BUNDLE, copy)
     (copy / "nodes" / "gpu-node-1" / "dmesg.log").unlink()
     doc = json.loads((copy / "candidate-nodes.json").read_text())
-    doc["items"][0]["sources"]["dmesg"] = {"status": "timeout", "detail": "ssh: no answer",
-                                           "source": "ssh gpu-node-1", "file": None}
+    doc["items"][0]["sources"]["dmesg"] = {
+        "status": "timeout",
+        "detail": "ssh: no answer",
+        "source": "ssh gpu-node-1",
+        "file": None,
+    }
     (copy / "candidate-nodes.json").write_text(json.dumps(doc))
     dmesg = node_evidence(read_bundle(copy)[Key.CANDIDATES])["gpu-node-1"]["dmesg"]
     assert (dmesg.status, dmesg.detail) == (Status.TIMEOUT, "ssh: no answer")
@@ -234,8 +294,12 @@ def test_a_fault_only_the_device_plugin_reports_carries_nvidias_action(tmp_path:
         (copy / "nodes" / "gpu-node-1" / name).unlink()
     doc = json.loads((copy / "candidate-nodes.json").read_text())
     for key in ("dmesg", "nvidia-smi"):
-        doc["items"][0]["sources"][key] = {"status": "unavailable", "file": None,
-                                           "detail": "no node access configured", "source": ""}
+        doc["items"][0]["sources"][key] = {
+            "status": "unavailable",
+            "file": None,
+            "detail": "no node access configured",
+            "source": "",
+        }
     (copy / "candidate-nodes.json").write_text(json.dumps(doc))
     first = build_facts(read_bundle(copy)).groups["candidates"].values["first_fault"]
     assert (first["origin"], first["uuid"], first["xid"]) == ("device-plugin", LOST_UUID, 79)

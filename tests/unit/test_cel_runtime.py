@@ -18,8 +18,9 @@ CLI_MODULES = ("cel.cli", "typer", "prompt_toolkit", "pygments")
 
 
 def _fresh(code: str) -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True, timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
@@ -33,7 +34,8 @@ def test_the_extension_is_found_without_importing_the_package() -> None:
         "import json, sys\n"
         "from gputriage.playbook.cel_runtime import extension_path\n"
         "path = extension_path()\n"
-        "print(json.dumps({'path': str(path), 'cel': 'cel' in sys.modules}))\n")
+        "print(json.dumps({'path': str(path), 'cel': 'cel' in sys.modules}))\n"
+    )
     assert result["path"].endswith(".so") or result["path"].endswith(".pyd")
     assert result["cel"] is False
     assert extension_path() is not None
@@ -49,7 +51,8 @@ def test_conditions_compile_and_run_without_the_cli_modules() -> None:
         "                  'vars': sorted(c.program.variables()),\n"
         "                  'loaded': sorted(m for m in sys.modules\n"
         "                                   if m.split('.')[0] in ('cel', 'typer',\n"
-        "                                   'prompt_toolkit', 'pygments'))}))\n")
+        "                                   'prompt_toolkit', 'pygments'))}))\n"
+    )
     assert result["value"] is True
     assert {"kernel", "pod"} <= set(result["vars"])
     assert result["loaded"] == ["cel.cel"]
@@ -62,7 +65,8 @@ def test_a_later_import_cel_reuses_the_same_extension() -> None:
         "fast = cel_module()\n"
         "import cel\n"
         "print(json.dumps({'same': cel.compile is fast.compile,\n"
-        "                  'value': cel.evaluate('1 + 2 == 3')}))\n")
+        "                  'value': cel.evaluate('1 + 2 == 3')}))\n"
+    )
     assert result == {"same": True, "value": True}
 
 
@@ -70,5 +74,6 @@ def test_after_import_cel_the_loaded_module_is_used() -> None:
     result = _fresh(
         "import json, cel\n"
         "from gputriage.playbook.cel_runtime import cel_module\n"
-        "print(json.dumps({'same': cel_module().compile is cel.compile}))\n")
+        "print(json.dumps({'same': cel_module().compile is cel.compile}))\n"
+    )
     assert result == {"same": True}

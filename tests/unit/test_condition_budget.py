@@ -13,16 +13,23 @@ from gputriage.playbook.conditions import (
 
 
 def facts(n: int) -> dict[str, object]:
-    return {"kernel": {"known": True, "reason": "", "xids": [{"code": 79}] * n},
-            "pod": {"known": True, "reason": "", "containers": [{"env": [1, 2, 3]}] * 2}}
+    return {
+        "kernel": {"known": True, "reason": "", "xids": [{"code": 79}] * n},
+        "pod": {"known": True, "reason": "", "containers": [{"env": [1, 2, 3]}] * 2},
+    }
 
 
 def test_macros_see_through_filter_chains_and_bound_variables() -> None:
     found = macros("kernel.xids.all(a, kernel.xids.filter(z, true).all(b, b.code == a.code))")
-    assert found == (Macro("all", "kernel.xids", ()), Macro("filter", "kernel.xids", (0,)),
-                     Macro("all", "kernel.xids", (0,)))
+    assert found == (
+        Macro("all", "kernel.xids", ()),
+        Macro("filter", "kernel.xids", (0,)),
+        Macro("all", "kernel.xids", (0,)),
+    )
     assert macros('pod.containers.exists(c, c.env.exists(e, e == "(")) && true') == (
-        Macro("exists", "pod.containers", ()), Macro("exists", "c.env", (0,)))
+        Macro("exists", "pod.containers", ()),
+        Macro("exists", "c.env", (0,)),
+    )
 
 
 def test_cost_is_the_product_of_real_sizes() -> None:
@@ -30,13 +37,13 @@ def test_cost_is_the_product_of_real_sizes() -> None:
     found = macros("kernel.xids.all(a, kernel.xids.filter(z, true).all(b, b.code == a.code))")
     assert budget.cost(found) == 700 + 700 * 700 * 20 + 700 * 700
     # A bound variable's list is not a fact path: the largest list stands for it.
-    assert budget.cost(macros("pod.containers.exists(c, c.env.exists(e, e == 1))")) == \
-        2 + 2 * 700
+    assert budget.cost(macros("pod.containers.exists(c, c.env.exists(e, e == 1))")) == 2 + 2 * 700
 
 
 def test_over_budget_is_unknown_with_a_reason_and_never_runs() -> None:
     cond = compile_condition(
-        "kernel.xids.all(a, kernel.xids.filter(z, true).all(b, b.code == a.code))")
+        "kernel.xids.all(a, kernel.xids.filter(z, true).all(b, b.code == a.code))"
+    )
     variables = facts(700)
     result = cond.evaluate(new_context(variables), frozenset(), Budget(variables))
     assert result.truth is Truth.UNKNOWN

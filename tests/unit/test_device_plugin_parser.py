@@ -83,7 +83,12 @@ def test_klog_startup_config_and_xid_health_check() -> None:
     assert log.serving == [("nvidia.com/gpu.shared", 43)]
     cfg = log.config
     assert (cfg.printed, cfg.line, cfg.mig_strategy, cfg.sharing, cfg.replicas) == (
-        True, 6, "mixed", "time-slicing", 8)
+        True,
+        6,
+        "mixed",
+        "time-slicing",
+        8,
+    )
     assert cfg.shared_resources == ["nvidia.com/gpu.shared"]
     assert cfg.rename_by_default and cfg.fail_on_init_error
     assert cfg.device_list_strategy == ["envvar", "cdi-annotations"]
@@ -97,65 +102,113 @@ def test_klog_startup_config_and_xid_health_check() -> None:
     assert log.processed_xids == [(79, 48)]
     [dev] = log.unhealthy
     assert (dev.uuid, dev.xid, dev.resource, dev.reason, dev.line, dev.lines) == (
-        "GPU-5f2d3c9e-8a41-7b6e-92c1-4d0e8f7a6b13", 79, "nvidia.com/gpu.shared", "xid", 49,
-        [49, 50])
+        "GPU-5f2d3c9e-8a41-7b6e-92c1-4d0e8f7a6b13",
+        79,
+        "nvidia.com/gpu.shared",
+        "xid",
+        49,
+        [49, 50],
+    )
     assert log.errors == [] and log.nvml_errors == []
 
 
 def test_old_go_log_xid_69_device_goes_unhealthy() -> None:
-    text = (f"2020/08/10 19:09:42 XidCriticalError: Xid=69 on Device={UUID}, the device will go "
-            f"unhealthy.\n2020/08/10 19:09:42 'nvidia.com/gpu' device marked unhealthy: {UUID}\n")
+    text = (
+        f"2020/08/10 19:09:42 XidCriticalError: Xid=69 on Device={UUID}, the device will go "
+        f"unhealthy.\n2020/08/10 19:09:42 'nvidia.com/gpu' device marked unhealthy: {UUID}\n"
+    )
     [dev] = parse_device_plugin_log(text).unhealthy
     assert (dev.uuid, dev.xid, dev.resource, dev.lines) == (UUID, 69, "nvidia.com/gpu", [1, 2])
 
 
 def test_beta_wording_without_resource_and_all_devices() -> None:
-    text = ("2018/03/01 10:00:00 XidCriticalError: Xid=48, All devices will go unhealthy.\n"
-            "2018/03/01 10:00:00 device marked unhealthy: GPU-aaaa-bbbb\n")
+    text = (
+        "2018/03/01 10:00:00 XidCriticalError: Xid=48, All devices will go unhealthy.\n"
+        "2018/03/01 10:00:00 device marked unhealthy: GPU-aaaa-bbbb\n"
+    )
     log = parse_device_plugin_log(text)
     assert [(d.uuid, d.xid, d.resource) for d in log.unhealthy] == [
-        ("all", 48, ""), ("GPU-aaaa-bbbb", 0, "")]
+        ("all", 48, ""),
+        ("GPU-aaaa-bbbb", 0, ""),
+    ]
     assert [m.text for m in log.all_unhealthy] == [
-        "XidCriticalError: Xid=48, All devices will go unhealthy"]
+        "XidCriticalError: Xid=48, All devices will go unhealthy"
+    ]
 
 
-@pytest.mark.parametrize(("line", "uuid", "reason"), [
-    ("I0101 00:00:00.000000 1 health.go:98] Marking device GPU-1111 as unhealthy: "
-     "ERROR_NOT_SUPPORTED", "GPU-1111", "nvml_error"),
-    ("W0101 00:00:00.000000 1 health.go:90] Could not determine device placement for MIG-22: "
-     "failed to get parent device handle: ERROR_UNKNOWN; marking it unhealthy.", "MIG-22",
-     "placement_unknown"),
-    ("I0101 00:00:00.000000 1 health.go:92] unable to get device handle from UUID: "
-     "ERROR_GPU_IS_LOST; marking it as unhealthy", "", "no_handle"),
-    ("I0101 00:00:00.000000 1 health.go:95] unable to determine the supported events for "
-     "GPU-3333: ERROR_UNKNOWN; marking it as unhealthy", "GPU-3333", "events_unsupported"),
-    ("2018/02/27 16:43:50 Warning: GPU with UUID GPU-edae6d5d-6698-fb8d-2c6b-2a791224f089 is too "
-     "old to support healtchecking with error: %!s(MISSING). Marking it unhealthy",
-     "GPU-edae6d5d-6698-fb8d-2c6b-2a791224f089", "too_old"),
-])
+@pytest.mark.parametrize(
+    ("line", "uuid", "reason"),
+    [
+        (
+            "I0101 00:00:00.000000 1 health.go:98] Marking device GPU-1111 as unhealthy: "
+            "ERROR_NOT_SUPPORTED",
+            "GPU-1111",
+            "nvml_error",
+        ),
+        (
+            "W0101 00:00:00.000000 1 health.go:90] Could not determine device placement for MIG-22: "
+            "failed to get parent device handle: ERROR_UNKNOWN; marking it unhealthy.",
+            "MIG-22",
+            "placement_unknown",
+        ),
+        (
+            "I0101 00:00:00.000000 1 health.go:92] unable to get device handle from UUID: "
+            "ERROR_GPU_IS_LOST; marking it as unhealthy",
+            "",
+            "no_handle",
+        ),
+        (
+            "I0101 00:00:00.000000 1 health.go:95] unable to determine the supported events for "
+            "GPU-3333: ERROR_UNKNOWN; marking it as unhealthy",
+            "GPU-3333",
+            "events_unsupported",
+        ),
+        (
+            "2018/02/27 16:43:50 Warning: GPU with UUID GPU-edae6d5d-6698-fb8d-2c6b-2a791224f089 is too "
+            "old to support healtchecking with error: %!s(MISSING). Marking it unhealthy",
+            "GPU-edae6d5d-6698-fb8d-2c6b-2a791224f089",
+            "too_old",
+        ),
+    ],
+)
 def test_every_unhealthy_wording(line: str, uuid: str, reason: str) -> None:
     [dev] = parse_device_plugin_log(line).unhealthy
     assert (dev.uuid, dev.xid, dev.reason, dev.line) == (uuid, 0, reason, 1)
 
 
 def test_error_waiting_for_event_marks_all() -> None:
-    text = ("I0101 00:00:00.000000 1 health.go:140] Error waiting for event: ERROR_GPU_IS_LOST; "
-            "Marking all devices as unhealthy\n")
+    text = (
+        "I0101 00:00:00.000000 1 health.go:140] Error waiting for event: ERROR_GPU_IS_LOST; "
+        "Marking all devices as unhealthy\n"
+    )
     log = parse_device_plugin_log(text)
     assert [(d.uuid, d.reason) for d in log.unhealthy] == [("all", "event_wait_failed")]
     assert len(log.all_unhealthy) == 1
 
 
-@pytest.mark.parametrize(("text", "error"), [
-    ("loading NVML\nFailed to start nvml with error:  could not load NVML library\n",
-     "could not load NVML library"),
-    ("E0305 10:11:12.123456       1 factory.go:87] Failed to initialize NVML: "
-     "ERROR_LIBRARY_NOT_FOUND.\n", "ERROR_LIBRARY_NOT_FOUND"),
-    ("2021/01/01 00:00:00 Failed to initialize NVML: could not load NVML library.\n",
-     "could not load NVML library"),
-    ("W0101 00:00:00.000000 1 health.go:105] NVML init failed: ERROR_DRIVER_NOT_LOADED; health "
-     "checks disabled\n", "ERROR_DRIVER_NOT_LOADED"),
-])
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "loading NVML\nFailed to start nvml with error:  could not load NVML library\n",
+            "could not load NVML library",
+        ),
+        (
+            "E0305 10:11:12.123456       1 factory.go:87] Failed to initialize NVML: "
+            "ERROR_LIBRARY_NOT_FOUND.\n",
+            "ERROR_LIBRARY_NOT_FOUND",
+        ),
+        (
+            "2021/01/01 00:00:00 Failed to initialize NVML: could not load NVML library.\n",
+            "could not load NVML library",
+        ),
+        (
+            "W0101 00:00:00.000000 1 health.go:105] NVML init failed: ERROR_DRIVER_NOT_LOADED; health "
+            "checks disabled\n",
+            "ERROR_DRIVER_NOT_LOADED",
+        ),
+    ],
+)
 def test_nvml_init_failures(text: str, error: str) -> None:
     log = parse_device_plugin_log(text)
     assert [m.text for m in log.nvml_errors] == [error]
@@ -195,24 +248,44 @@ created, restarting.
     log = parse_device_plugin_log(text)
     assert [m.text for m in log.registration_errors] == [
         "Could not register device plugin: rpc error: code = Unimplemented desc = unknown "
-        "service deviceplugin.Registration", "Could not contact Kubelet"]
+        "service deviceplugin.Registration",
+        "Could not contact Kubelet",
+    ]
     assert [(m.text, m.count) for m in log.restarts] == [
         ("inotify: /var/lib/kubelet/device-plugins/kubelet.sock created, restarting", 2),
-        ("Received SIGHUP, restarting", 1)]
+        ("Received SIGHUP, restarting", 1),
+    ]
     assert log.registered == []
 
 
 def test_journald_wrapped_plugin_with_config_across_prefixed_lines() -> None:
     host = "May 22 17:53:18 ip-192-168-87-217.us-west-2.compute.internal nvidia-device-plugin[5]:"
-    body = ['I0522 17:53:18.740797  579106 main.go:253]', "Running with config:", "{",
-            '  "version": "v1",', '  "flags": {', '    "migStrategy": "none"', "  },",
-            '  "sharing": {', '    "mps": {', '      "resources": [',
-            '        {"name": "nvidia.com/gpu", "replicas": 2}', "      ]", "    }", "  }", "}",
-            "I0522 17:53:19.000000  579106 server.go:154] Registered device plugin for "
-            "'nvidia.com/gpu' with Kubelet"]
+    body = [
+        "I0522 17:53:18.740797  579106 main.go:253]",
+        "Running with config:",
+        "{",
+        '  "version": "v1",',
+        '  "flags": {',
+        '    "migStrategy": "none"',
+        "  },",
+        '  "sharing": {',
+        '    "mps": {',
+        '      "resources": [',
+        '        {"name": "nvidia.com/gpu", "replicas": 2}',
+        "      ]",
+        "    }",
+        "  }",
+        "}",
+        "I0522 17:53:19.000000  579106 server.go:154] Registered device plugin for "
+        "'nvidia.com/gpu' with Kubelet",
+    ]
     log = parse_device_plugin_log("\n".join(f"{host} {b}" for b in body))
     assert (log.config.printed, log.config.line, log.config.sharing, log.config.replicas) == (
-        True, 2, "mps", 2)
+        True,
+        2,
+        "mps",
+        2,
+    )
     assert log.config.mig_strategy == "none"
     assert log.registered == [("nvidia.com/gpu", 16)]
 
@@ -224,15 +297,17 @@ def test_json_records_and_single_line_config() -> None:
         '{"ts":1709633472124.0,"caller":"main.go:276","msg":"Running with config:\\n'
         '{\\"flags\\":{\\"migStrategy\\":\\"single\\"}}","v":0}\n'
         '{"ts":1709633473000.0,"caller":"server.go:154","msg":"Registered device plugin for '
-        "'nvidia.com/mig-1g.10gb' with Kubelet\",\"v\":0}\n"
+        '\'nvidia.com/mig-1g.10gb\' with Kubelet","v":0}\n'
         '{"ts":1709633474000.0,"caller":"main.go:300","msg":"GRPC server for '
-        "'nvidia.com/gpu' crashed with error: EOF\",\"err\":\"EOF\"}\n")
+        '\'nvidia.com/gpu\' crashed with error: EOF","err":"EOF"}\n'
+    )
     log = parse_device_plugin_log(text)
     assert (log.version, log.version_line) == ("v0.17.0", 1)
     assert log.config.mig_strategy == "single" and log.config.line == 2
     assert log.registered == [("nvidia.com/mig-1g.10gb", 3)]
     assert [(m.text, m.line) for m in log.errors] == [
-        ("GRPC server for 'nvidia.com/gpu' crashed with error: EOF: EOF", 4)]
+        ("GRPC server for 'nvidia.com/gpu' crashed with error: EOF: EOF", 4)
+    ]
 
 
 def test_gke_plugin_lines() -> None:
@@ -252,24 +327,36 @@ device-plugin server.
 
 
 def test_no_devices_and_mig_fallback() -> None:
-    text = ("I0101 00:00:00.000000 1 main.go:1] No MIG devices found. Falling back to "
-            "mig.strategy=none\nI0101 00:00:00.000000 1 main.go:2] No devices found. Waiting "
-            "indefinitely.\n")
+    text = (
+        "I0101 00:00:00.000000 1 main.go:1] No MIG devices found. Falling back to "
+        "mig.strategy=none\nI0101 00:00:00.000000 1 main.go:2] No devices found. Waiting "
+        "indefinitely.\n"
+    )
     log = parse_device_plugin_log(text)
     assert log.no_devices == [2] and log.config.mig_strategy == "none"
     assert not log.config.printed
 
 
 def test_healthchecks_disabled_by_env() -> None:
-    text = ("I0101 00:00:00.000000 1 health.go:64] Ignoring the following XIDs for health "
-            "checks: map[0:true]\n")
+    text = (
+        "I0101 00:00:00.000000 1 health.go:64] Ignoring the following XIDs for health "
+        "checks: map[0:true]\n"
+    )
     log = parse_device_plugin_log(text)
     assert log.ignored_xids == [0] and log.healthcheck_disabled == [1]
 
 
-@pytest.mark.parametrize("text", ["", "\n\n", "\x00\x01\x02garbage\xff", "{not json",
-                                  "Running with config:\n{\n  \"flags\": {\n",
-                                  "Running with config:\nnot json at all\nNo devices found."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n\n",
+        "\x00\x01\x02garbage\xff",
+        "{not json",
+        'Running with config:\n{\n  "flags": {\n',
+        "Running with config:\nnot json at all\nNo devices found.",
+    ],
+)
 def test_bad_input_gives_empty_results(text: str) -> None:
     log = parse_device_plugin_log(text)
     assert log.unhealthy == [] and log.registered == [] and not log.config.printed
@@ -288,13 +375,33 @@ def test_large_junk_log_is_linear() -> None:
     assert time.perf_counter() - start < 10
 
 
-PIECES = st.sampled_from([
-    "I0813 08:02:09.771203       1 main.go:178] ", "2020/08/10 19:09:42 ", "Running with config:",
-    "{", "}", '"', "\\", "XidCriticalError: Xid=", "79", " on Device=", "GPU-1", "; ",
-    "'nvidia.com/gpu' device marked unhealthy: ", "Skipping event {EventType:8 EventData:",
-    "Registered device plugin for '", "' with Kubelet", "Failed to initialize NVML: ", "\n",
-    "May 22 17:53:18 h nvidia-device-plugin[5]: ", '{"msg":"', "map[13:true 0:", "\x00", "é",
-])
+PIECES = st.sampled_from(
+    [
+        "I0813 08:02:09.771203       1 main.go:178] ",
+        "2020/08/10 19:09:42 ",
+        "Running with config:",
+        "{",
+        "}",
+        '"',
+        "\\",
+        "XidCriticalError: Xid=",
+        "79",
+        " on Device=",
+        "GPU-1",
+        "; ",
+        "'nvidia.com/gpu' device marked unhealthy: ",
+        "Skipping event {EventType:8 EventData:",
+        "Registered device plugin for '",
+        "' with Kubelet",
+        "Failed to initialize NVML: ",
+        "\n",
+        "May 22 17:53:18 h nvidia-device-plugin[5]: ",
+        '{"msg":"',
+        "map[13:true 0:",
+        "\x00",
+        "é",
+    ]
+)
 
 
 @given(st.lists(PIECES, max_size=60).map("".join))
@@ -309,7 +416,8 @@ def test_absurdly_long_numbers_do_not_raise() -> None:
     log = parse_device_plugin_log(
         f"XidCriticalError: Xid={big} on Device=GPU-1a2b, the device will go unhealthy.\n"
         f"Skipping event {{Device:{{Handle:0xc000}} EventType:{big} EventData:{big}}}\n"
-        f"Ignoring the following XIDs for health checks: [{big} 13]\n")
+        f"Ignoring the following XIDs for health checks: [{big} 13]\n"
+    )
     assert [(d.uuid, d.xid) for d in log.unhealthy] == [("GPU-1a2b", -1)]
     assert log.ignored_xids == [-1, 13]
     assert [(e["type"], e["xid"]) for e in log.skipped_events] == [(-1, 0)]

@@ -26,8 +26,12 @@ def books() -> PlaybookSet:
 
 REF79 = dmesg_ref(412, f"[Tue Mar  4 02:13:55 2025] {XID79}")
 REF48 = dmesg_ref(97, f"[Tue Mar  4 01:02:03 2025] {XID48}")
-LOST_REF = LineRef("nvidia-smi", "bundle/nvidia-smi.txt", 3,
-                   "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error")
+LOST_REF = LineRef(
+    "nvidia-smi",
+    "bundle/nvidia-smi.txt",
+    3,
+    "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error",
+)
 
 
 def lost_facts(*xids: dict[str, Any], **values: dict[str, Any]) -> FactSet:
@@ -42,7 +46,9 @@ def lost_facts(*xids: dict[str, Any], **values: dict[str, Any]) -> FactSet:
         merged[group] = {**merged[group], **vals}
     xid_lines = tuple(REF79 if x["code"] == 79 else REF48 for x in xids)
     cites: dict[str, dict[str, tuple[LineRef, ...]]] = {
-        "kernel": {"xids": xid_lines}, "gpus": {"lost": (LOST_REF,)}}
+        "kernel": {"xids": xid_lines},
+        "gpus": {"lost": (LOST_REF,)},
+    }
     return facts(merged, cites=cites)
 
 
@@ -60,7 +66,10 @@ def test_xid79_concludes_fallen_off_bus_citing_the_kernel_line(books: PlaybookSe
     assert t.concluded and not t.undetermined and t.question is None
     (visit,) = t.visits
     assert (visit.ref, visit.outcome, visit.target) == (
-        "lost-gpu/xid", Outcome.CONDITION, "finding:lost.fallen-off-bus")
+        "lost-gpu/xid",
+        Outcome.CONDITION,
+        "finding:lost.fallen-off-bus",
+    )
     assert visit.condition == "kernel.xids.exists(x, x.code == 79)"
     assert visit.because == "Xid 79 (fallen off the bus) on 0000:3b:00"
     assert visit.citations == (REF79,)
@@ -121,8 +130,7 @@ def test_ask_step_waits_then_takes_the_answer(books: PlaybookSet) -> None:
         assert t.visits[-1].because.startswith("answered: ")
 
 
-def test_an_answer_that_is_not_a_choice_is_a_warning_and_the_step_waits(
-        books: PlaybookSet) -> None:
+def test_an_answer_that_is_not_a_choice_is_a_warning_and_the_step_waits(books: PlaybookSet) -> None:
     t = walk(books, lost_facts(gpus={"count": 7}), answers={"lost-gpu/reboot": "maybe"})
     assert t.question is not None
     assert t.warnings == ("answer 'maybe' for 'lost-gpu/reboot' is not one of: yes, no",)
@@ -175,8 +183,9 @@ findings:
 
 
 def test_cross_playbook_goto_to_a_named_step(books: PlaybookSet) -> None:
-    t = walk(books, lost_facts(pod={"phase": "Failed", "restarts": 5}),
-             answers={"lost-gpu/reboot": "no"})
+    t = walk(
+        books, lost_facts(pod={"phase": "Failed", "restarts": 5}), answers={"lost-gpu/reboot": "no"}
+    )
     assert [v.ref for v in t.visits] == ["router/phase", "lost-gpu/reboot"]
     assert t.visits[0].because == "it failed after 5 restarts"
 
@@ -184,18 +193,27 @@ def test_cross_playbook_goto_to_a_named_step(books: PlaybookSet) -> None:
 # -- unknown is not false -------------------------------------------------------------------
 
 
-def test_unknown_group_stops_the_walk_undetermined_with_what_to_collect(
-        books: PlaybookSet) -> None:
-    reason = ("the node's kernel log (dmesg / journalctl -k): timeout: ssh gpu-node-7 did not "
-              "answer in 10 s")
-    fs = facts({"pod": {"phase": "Running"}, "gpus": {"count": 8},
-                "node": {"name": "gpu-node-7", "gpu_capacity": 8}},
-               unknown_groups={"kernel": reason})
+def test_unknown_group_stops_the_walk_undetermined_with_what_to_collect(books: PlaybookSet) -> None:
+    reason = (
+        "the node's kernel log (dmesg / journalctl -k): timeout: ssh gpu-node-7 did not "
+        "answer in 10 s"
+    )
+    fs = facts(
+        {
+            "pod": {"phase": "Running"},
+            "gpus": {"count": 8},
+            "node": {"name": "gpu-node-7", "gpu_capacity": 8},
+        },
+        unknown_groups={"kernel": reason},
+    )
     t = walk(books, fs)
     assert t.entry == "router"  # the lost-gpu route reads kernel: unknown is not a match
     visit = t.visits[-1]
     assert (visit.ref, visit.outcome, visit.target) == (
-        "lost-gpu/xid", Outcome.UNKNOWN, "finding:undetermined")
+        "lost-gpu/xid",
+        Outcome.UNKNOWN,
+        "finding:undetermined",
+    )
     assert visit.unknown_facts == ("kernel",)
     assert visit.because == f"cannot decide: unknown fact group 'kernel' ({reason})"
     assert t.undetermined and t.concluded
@@ -203,14 +221,23 @@ def test_unknown_group_stops_the_walk_undetermined_with_what_to_collect(
     assert finding.id == "undetermined" and finding.undetermined
     assert finding.collect_next == (f"kernel: {reason}",)
     assert (finding.playbook, finding.step) == ("lost-gpu", "xid")
-    assert finding.summary.startswith("The walk stopped at 'lost-gpu/xid' (Does the kernel log "
-                                      "show a GPU-losing Xid?): cannot decide")
+    assert finding.summary.startswith(
+        "The walk stopped at 'lost-gpu/xid' (Does the kernel log "
+        "show a GPU-losing Xid?): cannot decide"
+    )
 
 
 def test_if_unknown_skip_falls_through_to_the_next_branch(books: PlaybookSet) -> None:
     fs = lost_facts(gpus={"lost": ["0000:3B:00.0"]})
-    fs = FactSet(fs.target, {**fs.groups, "node": facts(unknown_groups={
-        "node": "the pod's node object: forbidden: nodes is forbidden"})["node"]})
+    fs = FactSet(
+        fs.target,
+        {
+            **fs.groups,
+            "node": facts(
+                unknown_groups={"node": "the pod's node object: forbidden: nodes is forbidden"}
+            )["node"],
+        },
+    )
     t = walk(books, fs, entry="lost-gpu/smi")
     visit = t.visits[0]
     assert visit.outcome is Outcome.CONDITION
@@ -221,13 +248,21 @@ def test_if_unknown_skip_falls_through_to_the_next_branch(books: PlaybookSet) ->
 
 def test_unknown_in_a_later_branch_without_skip_stops(books: PlaybookSet) -> None:
     fs = lost_facts()
-    fs = FactSet(fs.target, {**fs.groups, "gpus": facts(unknown_groups={
-        "gpus": "nvidia-smi -q -x on the node: unavailable: not in bundle"})["gpus"]})
+    fs = FactSet(
+        fs.target,
+        {
+            **fs.groups,
+            "gpus": facts(
+                unknown_groups={"gpus": "nvidia-smi -q -x on the node: unavailable: not in bundle"}
+            )["gpus"],
+        },
+    )
     t = walk(books, fs, entry="lost-gpu/smi")
     assert t.visits[0].outcome is Outcome.UNKNOWN
     assert t.visits[0].condition == "size(gpus.lost) > 0"
     assert t.findings[0].collect_next == (
-        "gpus: nvidia-smi -q -x on the node: unavailable: not in bundle",)
+        "gpus: nvidia-smi -q -x on the node: unavailable: not in bundle",
+    )
 
 
 def test_a_group_without_facts_is_unknown_not_an_error(books: PlaybookSet) -> None:
@@ -254,7 +289,8 @@ def test_cel_runtime_error_is_a_warning_and_counts_as_unknown(tmp_path: Path) ->
     assert [f.id for f in t.findings] == ["rt.fallback"]  # the first branch was skipped
     assert t.warnings == (
         "step 'rt/check': condition `int(pod.name) > 3` could not be evaluated: "
-        "RuntimeError: Function 'int' error: string parse error: invalid digit found in string",)
+        "RuntimeError: Function 'int' error: string parse error: invalid digit found in string",
+    )
     t = walk(books, lost_facts(pod={"name": "12"}))
     assert [f.id for f in t.findings] == ["rt.big"] and t.warnings == ()
 
@@ -291,12 +327,16 @@ def test_override_takes_another_branch_and_records_the_proposal(books: PlaybookS
     assert visit.outcome is Outcome.OVERRIDE
     assert visit.target == "finding:lost.needs-rma"
     assert visit.proposed == "finding:lost.fallen-off-bus"
-    assert visit.because == ("overridden by the SRE (the engine proposed: Xid 79 (fallen off "
-                             "the bus) on 0000:3b:00)")
+    assert visit.because == (
+        "overridden by the SRE (the engine proposed: Xid 79 (fallen off the bus) on 0000:3b:00)"
+    )
     assert [f.id for f in t.findings] == ["lost.needs-rma"]
     # The menu the TUI offers: every branch and the otherwise, in file order.
     assert [c.value for c in visit.choices] == [
-        "finding:lost.fallen-off-bus", "finding:lost.double-bit-ecc", "lost-gpu/smi"]
+        "finding:lost.fallen-off-bus",
+        "finding:lost.double-bit-ecc",
+        "lost-gpu/smi",
+    ]
 
 
 def test_override_to_a_step_and_on_an_undetermined_step(books: PlaybookSet) -> None:
@@ -309,8 +349,12 @@ def test_override_to_a_step_and_on_an_undetermined_step(books: PlaybookSet) -> N
 
 
 def test_bad_overrides_and_answers_are_warnings(books: PlaybookSet) -> None:
-    t = walk(books, lost_facts(), answers={"lost-gpu/nope": "yes"},
-             overrides={"router/phase": "finding:lost.nope", "router/nope": "x"})
+    t = walk(
+        books,
+        lost_facts(),
+        answers={"lost-gpu/nope": "yes"},
+        overrides={"router/phase": "finding:lost.nope", "router/nope": "x"},
+    )
     assert t.warnings == (
         "answer for 'lost-gpu/nope': no such step (use playbook/step)",
         "override for 'router/nope': no such step (use playbook/step)",
@@ -322,8 +366,10 @@ def test_bad_overrides_and_answers_are_warnings(books: PlaybookSet) -> None:
 def test_overrides_that_go_in_circles_end_the_walk_with_a_warning(books: PlaybookSet) -> None:
     t = walk(books, lost_facts(), overrides={"lost-gpu/xid": "router"})
     assert [v.ref for v in t.visits] == ["router/phase", "lost-gpu/xid"]
-    assert t.warnings == ("loop: step 'router/phase' was reached twice; the walk stops there "
-                          "(a playbook bug, or overrides that go in circles)",)
+    assert t.warnings == (
+        "loop: step 'router/phase' was reached twice; the walk stops there "
+        "(a playbook bug, or overrides that go in circles)",
+    )
     assert t.undetermined
 
 

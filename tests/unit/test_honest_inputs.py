@@ -19,34 +19,42 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return rc, out, err
 
 
-@pytest.mark.parametrize("argv", [
-    ("other-pod", "--from", BUNDLE),
-    ("llama-pretrain-worker-3", "-n", "default", "--from", BUNDLE),
-    ("pod/other-pod", "-n", "ml-prod", "--from", BUNDLE),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("other-pod", "--from", BUNDLE),
+        ("llama-pretrain-worker-3", "-n", "default", "--from", BUNDLE),
+        ("pod/other-pod", "-n", "ml-prod", "--from", BUNDLE),
+    ],
+)
 def test_pod_or_namespace_not_in_the_bundle_is_an_error_naming_what_it_holds(
-        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
     rc, out, err = run(capsys, *argv, "--report", "md")
     assert rc == 2 and out == ""
     assert "holds pod ml-prod/llama-pretrain-worker-3" in err
     assert "gputriage llama-pretrain-worker-3 -n ml-prod --from" in err
 
 
-@pytest.mark.parametrize("argv", [
-    ("llama-pretrain-worker-3", "--from", BUNDLE),
-    ("llama-pretrain-worker-3", "-n", "ml-prod", "--from", BUNDLE),
-    ("pytorchjob/llama-pretrain", "--from", BUNDLE),  # an owner: its pod is the bundle's
-])
-def test_the_bundles_own_pod_is_triaged(capsys: pytest.CaptureFixture[str],
-                                        argv: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("llama-pretrain-worker-3", "--from", BUNDLE),
+        ("llama-pretrain-worker-3", "-n", "ml-prod", "--from", BUNDLE),
+        ("pytorchjob/llama-pretrain", "--from", BUNDLE),  # an owner: its pod is the bundle's
+    ],
+)
+def test_the_bundles_own_pod_is_triaged(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
     rc, out, _ = run(capsys, *argv, "--report", "text")
     assert rc == 0
     assert out.startswith("GPU incident summary: ml-prod/llama-pretrain-worker-3")
 
 
-def test_no_kubeconfig_points_at_demo_and_from(capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path: Path) -> None:
+def test_no_kubeconfig_points_at_demo_and_from(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-config"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     rc, out, err = run(capsys, "trainer-0", "--report", "json")

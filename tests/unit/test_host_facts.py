@@ -46,38 +46,53 @@ def ev(key: Key, blob: bytes) -> Evidence:
 
 
 def test_all_three_sources() -> None:
-    group = build(ev(Key.LSMOD, LSMOD), ev(Key.DEV_NVIDIA, DEV_NO_UVM),
-                  ev(Key.CONTAINERD_CONFIG, K3S))
+    group = build(
+        ev(Key.LSMOD, LSMOD), ev(Key.DEV_NVIDIA, DEV_NO_UVM), ev(Key.CONTAINERD_CONFIG, K3S)
+    )
     v = group.values
     assert group.known
     assert (v["modules_known"], v["devices_known"], v["containerd_known"]) == (True, True, True)
     # Driver loaded without nvidia_uvm: CUDA cannot start, and /dev/nvidia-uvm is absent.
     assert (v["nvidia"], v["nvidia_uvm"], v["nvidia_modeset"], v["nouveau"]) == (
-        True, False, True, False)
+        True,
+        False,
+        True,
+        False,
+    )
     assert v["module_use_counts"] == {"nvidia_drm": 0, "nvidia_modeset": 1, "nvidia": 2}
     assert (v["gpu_device_nodes"], v["dev_nvidiactl"], v["dev_nvidia_uvm"]) == (2, True, False)
     assert v["device_nodes"] == ["nvidia0", "nvidia1", "nvidiactl", "nvidia-modeset"]
     assert v["containerd_layout"] == "v2"
-    assert (v["containerd_nvidia_runtime"], v["containerd_nvidia_runtime_name"]) == (True,
-                                                                                     "nvidia")
+    assert (v["containerd_nvidia_runtime"], v["containerd_nvidia_runtime_name"]) == (True, "nvidia")
     assert v["containerd_nvidia_binary"] == "/usr/bin/nvidia-container-runtime"
     assert v["containerd_default_runtime"] == "runc"
     # The k3s mismatch: runc uses the systemd cgroup driver, the nvidia runtime does not.
     assert (v["containerd_systemd_cgroup"], v["containerd_runc_systemd_cgroup"]) == (False, True)
     assert v["containerd_cdi_enabled"] is False
     assert v["containerd_runtimes"] == [
-        {"name": "runc", "runtime_type": "io.containerd.runc.v2", "binary_name": "",
-         "systemd_cgroup": True},
-        {"name": "nvidia", "runtime_type": "io.containerd.runc.v2",
-         "binary_name": "/usr/bin/nvidia-container-runtime", "systemd_cgroup": False}]
+        {
+            "name": "runc",
+            "runtime_type": "io.containerd.runc.v2",
+            "binary_name": "",
+            "systemd_cgroup": True,
+        },
+        {
+            "name": "nvidia",
+            "runtime_type": "io.containerd.runc.v2",
+            "binary_name": "/usr/bin/nvidia-container-runtime",
+            "systemd_cgroup": False,
+        },
+    ]
 
 
 def test_citations() -> None:
-    group = build(ev(Key.LSMOD, LSMOD), ev(Key.DEV_NVIDIA, DEV_NO_UVM),
-                  ev(Key.CONTAINERD_CONFIG, K3S))
+    group = build(
+        ev(Key.LSMOD, LSMOD), ev(Key.DEV_NVIDIA, DEV_NO_UVM), ev(Key.CONTAINERD_CONFIG, K3S)
+    )
     facts = FactSet(Target(), {"host": group})
     assert [str(r) for r in facts.citations("host.nvidia")] == [
-        "bundle/lsmod:4: nvidia              56532992  2 nvidia_modeset"]
+        "bundle/lsmod:4: nvidia              56532992  2 nvidia_modeset"
+    ]
     assert [r.line for r in facts.citations("host.gpu_device_nodes")] == [1, 2]
     assert [r.line for r in facts.citations("host.containerd_runc_systemd_cgroup")] == [7]
     assert [r.line for r in facts.citations("host.containerd_nvidia_binary")] == [11]
@@ -86,13 +101,17 @@ def test_citations() -> None:
 
 
 def test_known_if_any_source_is_ok_with_per_source_reasons() -> None:
-    group = build(ev(Key.DEV_NVIDIA,
-                     b"ls: cannot access '/dev/nvidia*': No such file or directory\n"),
-                  Evidence.missing(Key.LSMOD, "no SSH access"))
+    group = build(
+        ev(Key.DEV_NVIDIA, b"ls: cannot access '/dev/nvidia*': No such file or directory\n"),
+        Evidence.missing(Key.LSMOD, "no SSH access"),
+    )
     v = group.values
     assert group.known
-    assert (v["devices_known"], v["dev_missing"], v["gpu_device_nodes"]) == (True,
-                                                                            ["/dev/nvidia*"], 0)
+    assert (v["devices_known"], v["dev_missing"], v["gpu_device_nodes"]) == (
+        True,
+        ["/dev/nvidia*"],
+        0,
+    )
     assert v["modules_known"] is False
     assert v["modules_reason"] == "loaded kernel modules (lsmod): unavailable: no SSH access"
     assert v["containerd_known"] is False
@@ -108,8 +127,11 @@ def test_invalid_toml_is_a_named_reason() -> None:
 
 
 def test_unknown_when_nothing_was_read() -> None:
-    group = build(Evidence.missing(Key.LSMOD), Evidence.missing(Key.DEV_NVIDIA),
-                  ev(Key.CONTAINERD_CONFIG, b""))
+    group = build(
+        Evidence.missing(Key.LSMOD),
+        Evidence.missing(Key.DEV_NVIDIA),
+        ev(Key.CONTAINERD_CONFIG, b""),
+    )
     assert not group.known
     assert "loaded kernel modules (lsmod): unavailable" in group.reason
     assert "containerd configuration: error: bundle/containerd-config is empty" in group.reason

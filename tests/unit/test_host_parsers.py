@@ -83,12 +83,25 @@ def test_ls_dev_nvidia_full_node() -> None:
     listing = parse_dev_nvidia(LS_DEV)
     assert listing.problem == "" and listing.missing == []
     assert [n.name for n in listing.nodes] == [
-        "nvidia0", "nvidia1", "nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools",
-        "nvidia-caps", "nvidia-cap1", "nvidia-cap2"]
+        "nvidia0",
+        "nvidia1",
+        "nvidiactl",
+        "nvidia-modeset",
+        "nvidia-uvm",
+        "nvidia-uvm-tools",
+        "nvidia-caps",
+        "nvidia-cap1",
+        "nvidia-cap2",
+    ]
     assert [n.name for n in listing.gpu_nodes()] == ["nvidia0", "nvidia1"]
     uvm = next(n for n in listing.nodes if n.name == "nvidia-uvm")
-    assert (uvm.kind, uvm.major, uvm.minor, uvm.line, uvm.path) == ("c", 508, 0, 5,
-                                                                    "/dev/nvidia-uvm")
+    assert (uvm.kind, uvm.major, uvm.minor, uvm.line, uvm.path) == (
+        "c",
+        508,
+        0,
+        5,
+        "/dev/nvidia-uvm",
+    )
     cap = next(n for n in listing.nodes if n.name == "nvidia-cap2")
     assert (cap.path, cap.mode, cap.minor) == ("/dev/nvidia-caps/nvidia-cap2", "cr--r--r--", 2)
     assert listing.has("nvidia-caps") and not listing.has("nvidia2")
@@ -99,8 +112,10 @@ def test_ls_dev_nvidia_missing_forms() -> None:
     assert (gnu.nodes, gnu.missing, gnu.missing_lines) == ([], ["/dev/nvidia*"], [1])
     busybox = parse_dev_nvidia("ls: /dev/nvidia*: No such file or directory\n")
     assert busybox.missing == ["/dev/nvidia*"]
-    partial = parse_dev_nvidia(LS_DEV.splitlines()[2] + "\n"
-                               "ls: cannot access '/dev/nvidia-uvm': No such file or directory\n")
+    partial = parse_dev_nvidia(
+        LS_DEV.splitlines()[2] + "\n"
+        "ls: cannot access '/dev/nvidia-uvm': No such file or directory\n"
+    )
     assert [n.name for n in partial.nodes] == ["nvidiactl"]
     assert partial.missing == ["/dev/nvidia-uvm"]
     assert parse_dev_nvidia("Permission denied").problem.startswith("no ls -l lines recognised")
@@ -116,15 +131,29 @@ def test_real_ls_output_of_real_device_nodes(tmp_path: Path) -> None:
         os.mknod(tmp_path / "nvidia-caps" / "nvidia-cap1", 0o20400, os.makedev(511, 1))
     except PermissionError:
         pytest.skip("creating device nodes needs CAP_MKNOD")
-    out = subprocess.run(f"{ls} -l {tmp_path}/nvidia*", shell=True, capture_output=True,
-                         text=True, check=True, env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        f"{ls} -l {tmp_path}/nvidia*",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"},
+    )
     listing = parse_dev_nvidia(out.stdout)
     assert [(n.name, n.major, n.minor) for n in listing.nodes] == [
-        ("nvidia0", 195, 0), ("nvidiactl", 195, 255), ("nvidia-caps", None, None),
-        ("nvidia-cap1", 511, 1)]
+        ("nvidia0", 195, 0),
+        ("nvidiactl", 195, 255),
+        ("nvidia-caps", None, None),
+        ("nvidia-cap1", 511, 1),
+    ]
     assert not listing.has("nvidia-uvm")
-    missing = subprocess.run(f"{ls} -l {tmp_path}/nvidia-uvm*", shell=True, capture_output=True,
-                             text=True, env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"})
+    missing = subprocess.run(
+        f"{ls} -l {tmp_path}/nvidia-uvm*",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"},
+    )
     assert missing.returncode != 0
     assert parse_dev_nvidia(missing.stderr).missing == [f"{tmp_path}/nvidia-uvm*"]
 
@@ -208,7 +237,10 @@ def test_containerd_v2_operator_config() -> None:
     nvidia = cfg.nvidia_runtime()
     assert nvidia is not None
     assert (nvidia.name, nvidia.binary_name, nvidia.systemd_cgroup) == (
-        "nvidia", "/usr/local/nvidia/toolkit/nvidia-container-runtime", True)
+        "nvidia",
+        "/usr/local/nvidia/toolkit/nvidia-container-runtime",
+        True,
+    )
     assert [r.name for r in cfg.runtimes] == ["nvidia", "runc"]
     assert (cfg.cdi_enabled, cfg.cdi_spec_dirs) == (True, ["/etc/cdi", "/var/run/cdi"])
 
@@ -230,8 +262,10 @@ def test_containerd_k3s_cgroup_mismatch_and_quoted_runtime_name() -> None:
 
 
 def test_containerd_without_nvidia_runtime_and_v1_layout() -> None:
-    plain = parse_containerd_config('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n'
-                                    '  sandbox_image = "registry.k8s.io/pause:3.9"\n')
+    plain = parse_containerd_config(
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n'
+        '  sandbox_image = "registry.k8s.io/pause:3.9"\n'
+    )
     assert plain.problem == "" and plain.nvidia_runtime() is None and plain.runtimes == []
     v1 = parse_containerd_config(
         "[plugins.cri.containerd.default_runtime]\n"
@@ -239,27 +273,32 @@ def test_containerd_without_nvidia_runtime_and_v1_layout() -> None:
         "[plugins.linux]\n"
         '  runtime = "nvidia-container-runtime"\n'
         "[plugins.cri.containerd.default_runtime.options]\n"
-        '  Runtime = "nvidia-container-runtime"\n')
+        '  Runtime = "nvidia-container-runtime"\n'
+    )
     assert v1.layout == "v1" and v1.default_runtime == "default_runtime"
     legacy = v1.nvidia_runtime()
     assert legacy is not None and legacy.binary_name == "nvidia-container-runtime"
 
 
 def test_containerd_dump_with_log_lines_in_front() -> None:
-    dump = ('time="2025-03-01T10:00:00Z" level=warning msg="Ignoring unknown key in TOML" '
-            'column=1 error="strict mode: fields in the document are missing" key=foo\n'
-            + CONTAINERD_V2)
+    dump = (
+        'time="2025-03-01T10:00:00Z" level=warning msg="Ignoring unknown key in TOML" '
+        'column=1 error="strict mode: fields in the document are missing" key=foo\n' + CONTAINERD_V2
+    )
     cfg = parse_containerd_config(dump)
     assert cfg.problem == "" and cfg.default_runtime == "nvidia"
 
 
-@pytest.mark.parametrize(("text", "start"), [
-    ('version = 2\n[plugins."io.containerd.grpc.v1.cri"\n', "invalid TOML: "),
-    ("version = = 2\n", "invalid TOML: "),
-    ("\x00\x01\x02", "invalid TOML: "),
-    ("version = 2\n", "no CRI plugin section"),
-    ('plugins = "flat"\n', "no CRI plugin section"),
-])
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        ('version = 2\n[plugins."io.containerd.grpc.v1.cri"\n', "invalid TOML: "),
+        ("version = = 2\n", "invalid TOML: "),
+        ("\x00\x01\x02", "invalid TOML: "),
+        ("version = 2\n", "no CRI plugin section"),
+        ('plugins = "flat"\n', "no CRI plugin section"),
+    ],
+)
 def test_containerd_problems_are_named(text: str, start: str) -> None:
     cfg = parse_containerd_config(text)
     assert cfg.problem.startswith(start), cfg.problem

@@ -1,7 +1,5 @@
 """Fact group ``kernel`` built from a kernel log the way a bundle or SSH source delivers it."""
 
-# ruff: noqa: E501  (NODE_LOG keeps kernel lines whole, as the kernel printed them)
-
 from __future__ import annotations
 
 from typing import Any
@@ -45,36 +43,60 @@ def test_node_log_facts() -> None:
     assert g.known and g.reason == ""
     assert v["xid_codes"] == [48, 63, 79, 94, 154]
     assert [(x["code"], x["pci"], x["pid"], x["line"]) for x in v["xids"]] == [
-        (48, "0000:19:00", "<unknown>", 5), (63, "0000:19:00", "<unknown>", 6),
-        (94, "0000:19:00", "1248209", 7), (79, "0000:91:00", "<unknown>", 8),
-        (154, "0000:19:00", "", 13)]
+        (48, "0000:19:00", "<unknown>", 5),
+        (63, "0000:19:00", "<unknown>", 6),
+        (94, "0000:19:00", "1248209", 7),
+        (79, "0000:91:00", "<unknown>", 8),
+        (154, "0000:19:00", "", 13),
+    ]
     x94 = v["xids"][2]
     assert (x94["process"], x94["klass"], x94["mnemonic"], x94["plugin_skips"]) == (
-        "python3.10", "memory", "ROBUST_CHANNEL_CONTAINED_ERROR", False)
+        "python3.10",
+        "memory",
+        "ROBUST_CHANNEL_CONTAINED_ERROR",
+        False,
+    )
     assert x94["time"] == "2024-08-30T11:43:09"
     assert v["fallen_off_bus"] is True and v["fallen_off_bus_pci"] == ["0000:91:00"]
     assert v["hardware_xids"] is True and v["application_xids_only"] is False
     assert v["sxid_codes"] == [12028, 20034]
     assert [(s["code"], s["fatal"], s["link"], s["switch"], s["klass"]) for s in v["sxids"]] == [
         (20034, True, 48, "nvidia-nvswitch1", "potentially-fatal"),
-        (12028, False, 32, "nvidia-nvswitch3", "non-fatal")]
+        (12028, False, 32, "nvidia-nvswitch3", "non-fatal"),
+    ]
     assert v["sxid_fatal"] is True
-    assert v["recovery_actions"] == [{
-        "pci": "0000:19:00", "previous_code": 0, "previous": "None", "action_code": 4,
-        "action": "Drain and Reset", "line": 13, "timestamp": "Fri Aug 30 11:43:23 2024"}]
+    assert v["recovery_actions"] == [
+        {
+            "pci": "0000:19:00",
+            "previous_code": 0,
+            "previous": "None",
+            "action_code": 4,
+            "action": "Drain and Reset",
+            "line": 13,
+            "timestamp": "Fri Aug 30 11:43:23 2024",
+        }
+    ]
     assert v["latest_xid"]["code"] == 154 and v["latest_xid"]["line"] == 13
     assert v["driver_version"] == "535.183.01"
-    assert v["gpu_identities"] == [{"pci": "0000:19:00",
-                                    "uuid": "GPU-efbdfde9-5798-a6e7-4c46-12518fa15375",
-                                    "serial": "1650423013443"}]
+    assert v["gpu_identities"] == [
+        {
+            "pci": "0000:19:00",
+            "uuid": "GPU-efbdfde9-5798-a6e7-4c46-12518fa15375",
+            "serial": "1650423013443",
+        }
+    ]
     assert v["peermem_invalid_context"] == 1
     assert v["rm_init_adapter_failed"] is False and v["gsp_timeout"] is False
     assert v["driver_load_errors"] == [] and v["xids_omitted"] == 0
     assert v["lines_scanned"] == 13
     summary = {e["code"]: (e["count"], e["pcis"], e["first_line"]) for e in v["xid_summary"]}
-    assert summary == {48: (1, ["0000:19:00"], 5), 63: (1, ["0000:19:00"], 6),
-                       79: (1, ["0000:91:00"], 8), 94: (1, ["0000:19:00"], 7),
-                       154: (1, ["0000:19:00"], 13)}
+    assert summary == {
+        48: (1, ["0000:19:00"], 5),
+        63: (1, ["0000:19:00"], 6),
+        79: (1, ["0000:91:00"], 8),
+        94: (1, ["0000:19:00"], 7),
+        154: (1, ["0000:19:00"], 13),
+    }
 
 
 def test_values_match_the_declared_schema() -> None:
@@ -106,18 +128,27 @@ def test_citations_point_at_the_lines_with_their_text() -> None:
             assert ref.text == lines[ref.line - 1] == ev.cite(ref.line).text
             assert ref.source == "bundle/dmesg.log" and ref.key == "dmesg"
     assert str(g.cites["fallen_off_bus"][0]).startswith(
-        "bundle/dmesg.log:8: [Fri Aug 30 11:43:10 2024] NVRM: Xid (PCI:0000:91:00): 79")
+        "bundle/dmesg.log:8: [Fri Aug 30 11:43:10 2024] NVRM: Xid (PCI:0000:91:00): 79"
+    )
 
 
 def test_each_xid_carries_nvidia_immediate_action() -> None:
     g, _ = facts_of(NODE_LOG)
     assert [(x["code"], x["immediate_action"]) for x in g.values["xids"]] == [
-        (48, "WORKFLOW_XID_48"), (63, "IGNORE"), (94, "RESTART_APP"), (79, "RESTART_BM"),
-        (154, "XID_154")]
+        (48, "WORKFLOW_XID_48"),
+        (63, "IGNORE"),
+        (94, "RESTART_APP"),
+        (79, "RESTART_BM"),
+        (154, "XID_154"),
+    ]
     assert g.values["latest_xid"]["immediate_action"] == "XID_154"
     assert [(e["code"], e["immediate_action"]) for e in g.values["xid_summary"]] == [
-        (48, "WORKFLOW_XID_48"), (63, "IGNORE"), (79, "RESTART_BM"), (94, "RESTART_APP"),
-        (154, "XID_154")]
+        (48, "WORKFLOW_XID_48"),
+        (63, "IGNORE"),
+        (79, "RESTART_BM"),
+        (94, "RESTART_APP"),
+        (154, "XID_154"),
+    ]
     g, _ = facts_of("[ 12.5] NVRM: Xid (PCI:0000:3b:00): 999, pid=1, name=x, something\n")
     assert g.values["xids"][0]["immediate_action"] == ""
 
@@ -128,8 +159,10 @@ def test_each_xid_carries_nvidia_immediate_action() -> None:
 # (dmesg/xid13-43-sm-exception-dmesg-decode-gpud.log, see tests/corpus).
 POD_UID = "0b4f6e1c-6a3e-4c55-9d1e-0123456789ab"
 CID = "3fc28fa1c647ceede9f6b340d0b16c9f1f663698972d22a52e296f291638e014"
-MEMCG = ("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
-         f"{POD_UID.replace('-', '_')}.slice/cri-containerd-{CID}.scope")
+MEMCG = (
+    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+    f"{POD_UID.replace('-', '_')}.slice/cri-containerd-{CID}.scope"
+)
 OOM_LOG = f"""\
 [Tue Mar  4 02:11:09 2025] python invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=-997
 [Tue Mar  4 02:11:09 2025] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=cri-containerd-{CID}.scope,mems_allowed=0-1,oom_memcg={MEMCG},task_memcg={MEMCG},task=pt_data_worker,pid=4242,uid=0
@@ -147,16 +180,40 @@ def test_oom_kills_join_their_lines_and_name_the_pod() -> None:
     g, _ = facts_of(OOM_LOG)
     v = g.values
     assert v["cgroup_oom_kills"] == [
-        {"pid": 4242, "process": "pt_data_worker", "constraint": "CONSTRAINT_MEMCG",
-         "cgroup": MEMCG, "pod_uid": POD_UID, "container_id": CID, "anon_rss_kb": 16745684,
-         "line": 2, "timestamp": "Tue Mar 4 02:11:09 2025", "time": "2025-03-04T02:11:09"},
-        {"pid": 5005, "process": "python", "constraint": "", "cgroup": "", "pod_uid": "",
-         "container_id": "", "anon_rss_kb": 8124016, "line": 4,
-         "timestamp": "Tue Mar 4 02:40:00 2025", "time": "2025-03-04T02:40:00"}]
+        {
+            "pid": 4242,
+            "process": "pt_data_worker",
+            "constraint": "CONSTRAINT_MEMCG",
+            "cgroup": MEMCG,
+            "pod_uid": POD_UID,
+            "container_id": CID,
+            "anon_rss_kb": 16745684,
+            "line": 2,
+            "timestamp": "Tue Mar 4 02:11:09 2025",
+            "time": "2025-03-04T02:11:09",
+        },
+        {
+            "pid": 5005,
+            "process": "python",
+            "constraint": "",
+            "cgroup": "",
+            "pod_uid": "",
+            "container_id": "",
+            "anon_rss_kb": 8124016,
+            "line": 4,
+            "timestamp": "Tue Mar 4 02:40:00 2025",
+            "time": "2025-03-04T02:40:00",
+        },
+    ]
     (node_kill,) = v["node_oom_kills"]
-    assert (node_kill["pid"], node_kill["process"], node_kill["constraint"], node_kill["pod_uid"],
-            node_kill["anon_rss_kb"], node_kill["line"]) == (
-        7007, "python3", "CONSTRAINT_NONE", POD_UID, 512, 7)
+    assert (
+        node_kill["pid"],
+        node_kill["process"],
+        node_kill["constraint"],
+        node_kill["pod_uid"],
+        node_kill["anon_rss_kb"],
+        node_kill["line"],
+    ) == (7007, "python3", "CONSTRAINT_NONE", POD_UID, 512, 7)
     # The bare "Killed process" line on line 9 has no first line to say its scope: left out.
     assert [r.line for r in g.cites["cgroup_oom_kills"]] == [2, 4]
     assert [r.line for r in g.cites["node_oom_kills"]] == [7]
@@ -168,10 +225,15 @@ def test_oom_kills_in_cel() -> None:
     g, _ = facts_of(OOM_LOG)
     ctx: dict[str, Any] = {"kernel": g.to_context(), "pod": {"uid": POD_UID}}
     assert cel.evaluate("kernel.cgroup_oom_kills.exists(k, k.pod_uid == pod.uid)", ctx) is True
-    assert cel.evaluate("kernel.cgroup_oom_kills.filter(k, k.pod_uid == pod.uid)"
-                        ".map(k, k.process)", ctx) == ["pt_data_worker"]
-    assert cel.evaluate("kernel.node_oom_kills.exists(k, k.pod_uid == pod.uid && "
-                        "k.anon_rss_kb > 0)", ctx) is True
+    assert cel.evaluate(
+        "kernel.cgroup_oom_kills.filter(k, k.pod_uid == pod.uid).map(k, k.process)", ctx
+    ) == ["pt_data_worker"]
+    assert (
+        cel.evaluate(
+            "kernel.node_oom_kills.exists(k, k.pod_uid == pod.uid && k.anon_rss_kb > 0)", ctx
+        )
+        is True
+    )
 
 
 def test_oom_kills_are_bounded() -> None:
@@ -189,8 +251,10 @@ def test_conditions_in_cel_read_the_facts() -> None:
     ctx: dict[str, Any] = {"kernel": g.to_context()}
     assert cel.evaluate("kernel.known && kernel.xids.exists(x, x.code == 79)", ctx) is True
     assert cel.evaluate("kernel.latest_xid.pci == '0000:19:00'", ctx) is True
-    assert cel.evaluate("kernel.recovery_actions.exists(r, r.action == 'Drain and Reset')",
-                        ctx) is True
+    assert (
+        cel.evaluate("kernel.recovery_actions.exists(r, r.action == 'Drain and Reset')", ctx)
+        is True
+    )
     assert cel.evaluate("kernel.xids.filter(x, x.klass == 'memory').size()", ctx) == 3
     assert cel.evaluate("kernel.sxids.exists(s, s.fatal && s.link == 48)", ctx) is True
     assert cel.evaluate("79 in kernel.xid_codes && kernel.fallen_off_bus", ctx) is True
@@ -203,7 +267,8 @@ def test_application_errors_only() -> None:
         "Parameter\n"
         "[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, "
         "name=pt_main_thread, Ch 00000008\n"
-        "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001\n")
+        "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001\n"
+    )
     v = g.values
     assert v["application_xids_only"] is True and v["hardware_xids"] is False
     assert [x["plugin_skips"] for x in v["xids"]] == [True, True, True]
@@ -212,8 +277,10 @@ def test_application_errors_only() -> None:
 
 
 def test_only_sympathetic_xids_are_not_application_errors() -> None:
-    g, _ = facts_of("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, "
-                    "Ch 00000001 caused by previous Xid 149\n")
+    g, _ = facts_of(
+        "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, "
+        "Ch 00000001 caused by previous Xid 149\n"
+    )
     assert g.values["application_xids_only"] is False
     assert g.values["xids"][0]["caused_by"] == 149
 
@@ -227,7 +294,8 @@ def test_lost_gpu_without_xid_init_failures_and_gsp() -> None:
         "[  903.610907] NVRM: GPU 0000:98:00.0: RmInitAdapter failed! (0x62:0x65:1792)\n"
         "[  903.611884] NVRM: GPU 0000:98:00.0: rm_init_adapter failed, device minor number 0\n"
         "[ 1097.650222] NVRM: GPU 0000:98:00.0: RmInitAdapter failed! (0x62:0x65:1792)\n"
-        "[37803.140481] NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out\n")
+        "[37803.140481] NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out\n"
+    )
     v = g.values
     assert v["xids"] == [] and v["latest_xid"] == {} and v["hardware_xids"] is False
     assert v["fallen_off_bus"] is True and v["fallen_off_bus_pci"] == ["0000:B3:00"]
@@ -235,24 +303,31 @@ def test_lost_gpu_without_xid_init_failures_and_gsp() -> None:
     assert v["driver_load_errors"] == ["the NVIDIA probe routine failed for 1 device(s)"]
     assert v["rm_init_adapter_failed"] is True
     assert v["rm_init_adapter_errors"] == [
-        {"pci": "0000:98:00", "code": "0x62:0x65:1792", "line": 5, "count": 2}]
+        {"pci": "0000:98:00", "code": "0x62:0x65:1792", "line": 5, "count": 2}
+    ]
     assert [r.line for r in g.cites["rm_init_adapter_failed"]] == [5, 6, 7]
     assert v["gsp_timeout"] is True and [r.line for r in g.cites["gsp_timeout"]] == [8]
 
 
 def test_xid119_counts_as_gsp_timeout() -> None:
-    g, _ = facts_of("NVRM: Xid (PCI:0000:9b:00): 119, pid=4071838, name=python, Timeout after 45s "
-                    "of waiting for RPC response from GPU4 GSP! Expected function 76 "
-                    "(GSP_RM_CONTROL) (0x20801702 0x4).\n")
+    g, _ = facts_of(
+        "NVRM: Xid (PCI:0000:9b:00): 119, pid=4071838, name=python, Timeout after 45s "
+        "of waiting for RPC response from GPU4 GSP! Expected function 76 "
+        "(GSP_RM_CONTROL) (0x20801702 0x4).\n"
+    )
     assert g.values["gsp_timeout"] is True and g.values["hardware_xids"] is False
     assert g.values["xids"][0]["klass"] == "firmware"
 
 
 def test_flood_is_bounded_but_counted() -> None:
-    first = ("[1.0] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, GPU has "
-             "fallen off the bus.\n")
-    flood = "".join(f"[{i}.5] NVRM: Xid (PCI:0000:dc:00): 45, pid={i}, name=python3, Ch 00000001\n"
-                    for i in range(2, 3002))
+    first = (
+        "[1.0] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+        "fallen off the bus.\n"
+    )
+    flood = "".join(
+        f"[{i}.5] NVRM: Xid (PCI:0000:dc:00): 45, pid={i}, name=python3, Ch 00000001\n"
+        for i in range(2, 3002)
+    )
     g, _ = facts_of(first + flood)
     v = g.values
     assert v["xid_summary"][0]["code"] == 45 and v["xid_summary"][0]["count"] == 3000
@@ -265,17 +340,31 @@ def test_flood_is_bounded_but_counted() -> None:
     assert v["lines_scanned"] == 3001
 
 
-@pytest.mark.parametrize(("evidence", "reason"), [
-    (Evidence.missing(Key.DMESG, source="bundle/dmesg.log"),
-     "the node's kernel log (dmesg / journalctl -k): unavailable: not collected"),
-    (decode(Key.DMESG, b"", source="bundle/dmesg.log"),
-     "the node's kernel log (dmesg / journalctl -k): error: bundle/dmesg.log is empty"),
-    (decode(Key.DMESG, b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8,
-            source="bundle/dmesg.log"),
-     "the node's kernel log (dmesg / journalctl -k): error: bundle/dmesg.log looks binary"),
-    (Evidence(Key.DMESG, Status.TIMEOUT, "ssh gpu-7 did not answer in 10 s"),
-     "the node's kernel log (dmesg / journalctl -k): timeout: ssh gpu-7 did not answer in 10 s"),
-])
+@pytest.mark.parametrize(
+    ("evidence", "reason"),
+    [
+        (
+            Evidence.missing(Key.DMESG, source="bundle/dmesg.log"),
+            "the node's kernel log (dmesg / journalctl -k): unavailable: not collected",
+        ),
+        (
+            decode(Key.DMESG, b"", source="bundle/dmesg.log"),
+            "the node's kernel log (dmesg / journalctl -k): error: bundle/dmesg.log is empty",
+        ),
+        (
+            decode(
+                Key.DMESG,
+                b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8,
+                source="bundle/dmesg.log",
+            ),
+            "the node's kernel log (dmesg / journalctl -k): error: bundle/dmesg.log looks binary",
+        ),
+        (
+            Evidence(Key.DMESG, Status.TIMEOUT, "ssh gpu-7 did not answer in 10 s"),
+            "the node's kernel log (dmesg / journalctl -k): timeout: ssh gpu-7 did not answer in 10 s",
+        ),
+    ],
+)
 def test_unusable_evidence_gives_an_unknown_group(evidence: Evidence, reason: str) -> None:
     g = kernel.build(EvidenceSet([evidence]), Target(), {})
     assert g.known is False
@@ -290,8 +379,9 @@ def test_group_is_unknown_when_the_key_was_never_collected() -> None:
 
 
 def test_a_log_without_gpu_messages_is_known_and_empty() -> None:
-    junk = "".join(f"[{i}.5] IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n"
-                   for i in range(1000))
+    junk = "".join(
+        f"[{i}.5] IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready\n" for i in range(1000)
+    )
     g, _ = facts_of(junk)
     assert g.known is True
     assert g.values == {**kernel.SPEC.defaults(), "lines_scanned": 1000}
@@ -300,10 +390,14 @@ def test_a_log_without_gpu_messages_is_known_and_empty() -> None:
 
 def test_oom_lines_with_absurd_numbers_do_not_raise() -> None:
     big = "9" * 5000  # int() refuses more than 4,300 digits
-    text = (f"[ 1.0] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),task=x,pid={big},uid=0\n"
-            f"[ 1.0] Memory cgroup out of memory: Killed process {big} (x) anon-rss:{big}kB\n"
-            "[ 2.0] Memory cgroup out of memory: Killed process 77 (y) anon-rss:1024kB\n")
+    text = (
+        f"[ 1.0] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),task=x,pid={big},uid=0\n"
+        f"[ 1.0] Memory cgroup out of memory: Killed process {big} (x) anon-rss:{big}kB\n"
+        "[ 2.0] Memory cgroup out of memory: Killed process 77 (y) anon-rss:1024kB\n"
+    )
     g, _ = facts_of(text)
     assert g.known
     assert [(k["pid"], k["process"], k["anon_rss_kb"]) for k in g.values["cgroup_oom_kills"]] == [
-        (-1, "x", -1), (77, "y", 1024)]
+        (-1, "x", -1),
+        (77, "y", 1024),
+    ]

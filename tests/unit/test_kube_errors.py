@@ -16,26 +16,42 @@ from gputriage.evidence.model import Key, Status
 from tests.kubeapi import cluster as c
 
 
-@pytest.mark.parametrize(("path", "access"), [
-    ("/api/v1/namespaces/ml/events", Access("list", "events", "", "ml")),
-    ("/api/v1/namespaces/ml/pods/x/log", Access("get", "pods/log", "", "ml")),
-    ("/api/v1/nodes", Access("list", "nodes")),
-    ("/api/v1/nodes/gpu-7/proxy/logs/", Access("get", "nodes/proxy")),
-    ("/apis/apps/v1/namespaces/ml/replicasets/rs-1", Access("get", "replicasets", "apps", "ml")),
-    ("/apis/resource.k8s.io/v1beta1/resourceslices", Access("list", "resourceslices",
-                                                            "resource.k8s.io")),
-])
+@pytest.mark.parametrize(
+    ("path", "access"),
+    [
+        ("/api/v1/namespaces/ml/events", Access("list", "events", "", "ml")),
+        ("/api/v1/namespaces/ml/pods/x/log", Access("get", "pods/log", "", "ml")),
+        ("/api/v1/nodes", Access("list", "nodes")),
+        ("/api/v1/nodes/gpu-7/proxy/logs/", Access("get", "nodes/proxy")),
+        (
+            "/apis/apps/v1/namespaces/ml/replicasets/rs-1",
+            Access("get", "replicasets", "apps", "ml"),
+        ),
+        (
+            "/apis/resource.k8s.io/v1beta1/resourceslices",
+            Access("list", "resourceslices", "resource.k8s.io"),
+        ),
+    ],
+)
 def test_access_of_paths(path: str, access: Access) -> None:
     assert access_of(path) == access
 
 
 def test_forbidden_words_come_from_the_path_when_the_message_is_custom() -> None:
-    body = json.dumps({"kind": "Status", "code": 403, "reason": "Forbidden",
-                       "message": "denied by corp-authz webhook"}).encode()
+    body = json.dumps(
+        {
+            "kind": "Status",
+            "code": 403,
+            "reason": "Forbidden",
+            "message": "denied by corp-authz webhook",
+        }
+    ).encode()
     ev = failed(Key.QUOTA, Reply(403, body, "GET /api/v1/namespaces/ml/resourcequotas"))
     assert ev.status is Status.FORBIDDEN
-    assert ev.detail == ("needs `list` on `resourcequotas` in namespace ml: add it to the "
-                         "ClusterRole, see deploy/rbac.yaml (denied by corp-authz webhook)")
+    assert ev.detail == (
+        "needs `list` on `resourcequotas` in namespace ml: add it to the "
+        "ClusterRole, see deploy/rbac.yaml (denied by corp-authz webhook)"
+    )
 
 
 def _raised(call: Callable[[], object]) -> BaseException:
@@ -81,8 +97,13 @@ def test_slim_node_keeps_gpu_fields_only() -> None:
     assert "beta.kubernetes.io/arch" not in slim["metadata"]["labels"]
     assert slim["status"]["capacity"]["nvidia.com/gpu"] == "4"
     assert slim["spec"] == {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}
-    empty = {"apiVersion": "v1", "kind": "Node", "metadata": {"labels": {}}, "spec": {},
-             "status": {}}
+    empty = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"labels": {}},
+        "spec": {},
+        "status": {},
+    }
     assert slim_node({}) == empty
     assert slim_node({"metadata": "garbage", "spec": [], "status": None}) == empty
 
@@ -91,8 +112,9 @@ def test_pod_state_ranks_failing_then_pending() -> None:
     crash = c.pod("a", node="n", statuses=[c.waiting("main", "CrashLoopBackOff", restarts=3)])
     pending = c.pod("b", unschedulable="0/3 nodes are available")
     creating = c.pod("b2", node="n")
-    restarted = c.pod("c", node="n", statuses=[c.running(
-        "main", restarts=2, last=c.terminated("OOMKilled", 137))])
+    restarted = c.pod(
+        "c", node="n", statuses=[c.running("main", restarts=2, last=c.terminated("OOMKilled", 137))]
+    )
     healthy = c.pod("d", node="n", statuses=[c.running("main")])
     assert pod_state(crash) == (0, "CrashLoopBackOff")
     assert pod_state(pending) == (1, "Pending, Unschedulable")
@@ -103,20 +125,36 @@ def test_pod_state_ranks_failing_then_pending() -> None:
 
 
 def test_label_selector_from_workload_spec() -> None:
-    assert label_selector({"matchLabels": {"b": "2", "a": "1"}, "matchExpressions": [
-        {"key": "tier", "operator": "In", "values": ["gpu", "cpu"]},
-        {"key": "canary", "operator": "DoesNotExist"}]}) == "a=1,b=2,tier in (gpu,cpu),!canary"
+    assert (
+        label_selector(
+            {
+                "matchLabels": {"b": "2", "a": "1"},
+                "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["gpu", "cpu"]},
+                    {"key": "canary", "operator": "DoesNotExist"},
+                ],
+            }
+        )
+        == "a=1,b=2,tier in (gpu,cpu),!canary"
+    )
     assert label_selector(None) == ""
 
 
 def test_log_container_prefers_failing_init_then_trouble_then_gpu() -> None:
-    init = c.pod("p", node="n", containers=[c.container("main", gpus=1)],
-                 init_containers=[c.container("fetch")],
-                 init_statuses=[c.waiting("fetch", "CrashLoopBackOff", restarts=2)],
-                 statuses=[c.waiting("main", "PodInitializing")])
+    init = c.pod(
+        "p",
+        node="n",
+        containers=[c.container("main", gpus=1)],
+        init_containers=[c.container("fetch")],
+        init_statuses=[c.waiting("fetch", "CrashLoopBackOff", restarts=2)],
+        statuses=[c.waiting("main", "PodInitializing")],
+    )
     assert log_container(PodView(init))[0] == "fetch"
-    gpu = c.pod("p", node="n", containers=[c.container("sidecar"),
-                                           c.container("train", gpus=8)],
-                statuses=[c.running("sidecar"), c.running("train")])
+    gpu = c.pod(
+        "p",
+        node="n",
+        containers=[c.container("sidecar"), c.container("train", gpus=8)],
+        statuses=[c.running("sidecar"), c.running("train")],
+    )
     assert log_container(PodView(gpu))[0] == "train"
     assert log_container(PodView({}))[0] == ""

@@ -79,13 +79,16 @@ def test_citations_point_at_the_lines_behind_each_flag() -> None:
     group = build(smi(XML))
     facts = FactSet(Target(), {"gpus": group})
     pending = [(r.line, r.text.strip()) for r in facts.citations("gpus.any_remap_pending")]
-    assert pending == [(7, '<gpu id="00000000:1B:00.0">'),
-                       (18, "<remapped_row_pending>Yes</remapped_row_pending>")]
+    assert pending == [
+        (7, '<gpu id="00000000:1B:00.0">'),
+        (18, "<remapped_row_pending>Yes</remapped_row_pending>"),
+    ]
     reset = [r.line for r in facts.citations("gpus.any_reset_required")]
     assert reset == [7, 18, 21]  # header, pending remap, <gpu_recovery_action>Reset
     assert [r.line for r in facts.citations("gpus.attached")] == [6]
     assert str(facts.citations("gpus.driver_version")[0]) == (
-        "bundle/nvidia-smi.xml:4: <driver_version>550.54.15</driver_version>")
+        "bundle/nvidia-smi.xml:4: <driver_version>550.54.15</driver_version>"
+    )
 
 
 def test_cel_conditions_over_the_facts() -> None:
@@ -94,20 +97,32 @@ def test_cel_conditions_over_the_facts() -> None:
     ctx = cel.Context()
     group = build(smi(XML))
     ctx.add_variable("gpus", group.to_context())
-    assert cel.evaluate("gpus.known && gpus.gpus.exists(g, g.remapped_rows_uncorrectable == 2 "
-                        "&& g.remapped_rows_pending)", ctx) is True
+    assert (
+        cel.evaluate(
+            "gpus.known && gpus.gpus.exists(g, g.remapped_rows_uncorrectable == 2 "
+            "&& g.remapped_rows_pending)",
+            ctx,
+        )
+        is True
+    )
     assert cel.evaluate("gpus.gpus.exists(g, g.memory_used_mib > 1000)", ctx) is False
     assert cel.evaluate("gpus.missing_gpus > 0 && '0000:1B:00' in gpus.pci_slots", ctx) is True
 
 
 def test_gpu_lost_error_text(tmp_path: Path) -> None:
-    text = (b"$ nvidia-smi\nUnable to determine the device handle for GPU 0000:C1:00.0: GPU is "
-            b"lost.  Reboot the system to recover this GPU\n")
+    text = (
+        b"$ nvidia-smi\nUnable to determine the device handle for GPU 0000:C1:00.0: GPU is "
+        b"lost.  Reboot the system to recover this GPU\n"
+    )
     group = build(smi(text, "nvidia-smi.txt"))
     v = group.values
     assert group.known
     assert (v["status"], v["gpu_lost"], v["lost_pci_ids"], v["count"]) == (
-        "gpu_lost", True, ["0000:C1:00.0"], 0)
+        "gpu_lost",
+        True,
+        ["0000:C1:00.0"],
+        0,
+    )
     assert [r.line for r in group.cites["lost_pci_ids"]] == [2]
     assert [r.line for r in group.cites["status"]] == [2]
 
@@ -123,24 +138,46 @@ def test_unavailable_and_unreadable_evidence_is_unknown() -> None:
 
 
 def test_nvml_snapshot_from_the_local_adapter() -> None:
-    snap = GpuSnapshot(driver_version="550.54.15", attached_gpus=1, source_format="nvml", gpus=[
-        GpuRecord(index=0, uuid="GPU-33333333-0000-0000-0000-000000000000",
-                  pci_bus_id="0000:9B:00.0", name="NVIDIA H200", memory_total_mib=143771,
-                  mig_mode="Enabled", remapped_rows_pending=True,
-                  mig_devices=[{"gpu_instance": 1, "compute_instance": 0, "profile": "3g.71gb",
-                                "memory_total_mib": 71424, "memory_used_mib": 10,
-                                "uuid": "MIG-1"}])])
+    snap = GpuSnapshot(
+        driver_version="550.54.15",
+        attached_gpus=1,
+        source_format="nvml",
+        gpus=[
+            GpuRecord(
+                index=0,
+                uuid="GPU-33333333-0000-0000-0000-000000000000",
+                pci_bus_id="0000:9B:00.0",
+                name="NVIDIA H200",
+                memory_total_mib=143771,
+                mig_mode="Enabled",
+                remapped_rows_pending=True,
+                mig_devices=[
+                    {
+                        "gpu_instance": 1,
+                        "compute_instance": 0,
+                        "profile": "3g.71gb",
+                        "memory_total_mib": 71424,
+                        "memory_used_mib": 10,
+                        "uuid": "MIG-1",
+                    }
+                ],
+            )
+        ],
+    )
     raw = json.dumps(snap.to_dict(), indent=2, sort_keys=True) + "\n"  # as evidence.nvml does
     ev = Evidence(Key.NVIDIA_SMI, Status.OK, "NVML", raw, "local: NVML", snap.to_dict(), "nvml")
     group = build(ev)
     v = group.values
     assert (v["source_format"], v["count"], v["mig_enabled"]) == ("nvml", 1, True)
     assert [r.text for r in group.cites["any_remap_pending"]] == [
-        '"pci_bus_id": "0000:9B:00.0",', '"remapped_rows_pending": true,']
+        '"pci_bus_id": "0000:9B:00.0",',
+        '"remapped_rows_pending": true,',
+    ]
     assert (v["mig_profiles"], v["mig_device_count"]) == (["3g.71gb"], 1)
     assert v["gpus"][0]["mig_devices"][0]["memory_total_mib"] == 71424
-    broken = Evidence(Key.NVIDIA_SMI, Status.OK, "NVML", "", "local: NVML",
-                      {"gpus": [{"uuid": "GPU-x"}]}, "nvml")  # no index: malformed
+    broken = Evidence(
+        Key.NVIDIA_SMI, Status.OK, "NVML", "", "local: NVML", {"gpus": [{"uuid": "GPU-x"}]}, "nvml"
+    )  # no index: malformed
     group = build(broken)
     assert not group.known and "NVML snapshot is malformed" in group.reason
 
@@ -159,13 +196,17 @@ def test_a10_remap_pending_from_the_corpus(corpus_dir: Path) -> None:
     assert (v["any_remap_pending"], v["any_reset_required"], v["any_dbe"]) == (True, True, False)
     assert v["gpus"][0]["remapped_rows_uncorrectable"] == 4
     assert [(r.line, r.text.split()[0]) for r in group.cites["any_remap_pending"]] == [
-        (8, "GPU"), (142, "Pending")]
+        (8, "GPU"),
+        (142, "Pending"),
+    ]
 
 
 @pytest.mark.corpus
 def test_mig_capture_from_the_corpus(corpus_dir: Path) -> None:
-    path = (corpus_dir / "gpu/nvidia-smi/captures/"
-            "nvidia_gpu_exporter-linux-x86_64__nvidia-h100-mig__590.48.01.txt")
+    path = (
+        corpus_dir / "gpu/nvidia-smi/captures/"
+        "nvidia_gpu_exporter-linux-x86_64__nvidia-h100-mig__590.48.01.txt"
+    )
     group = build(decode(Key.NVIDIA_SMI, path.read_bytes(), source="bundle/nvidia-smi.txt"))
     v = group.values
     assert (v["mig_enabled"], v["mig_device_count"], v["process_count"]) == (True, 4, 3)

@@ -13,8 +13,15 @@ from gputriage.parsers.gpu_record import GpuSnapshot
 from gputriage.parsers.nvidia_smi import parse_nvidia_smi
 from gputriage.parsers.nvidia_smi_values import normalize_pci, to_bool, to_mib, to_version
 
-STATUSES = {"ok", "gpu_lost", "unknown_error", "nvml_mismatch", "driver_unreachable",
-            "no_devices", "unparsed"}
+STATUSES = {
+    "ok",
+    "gpu_lost",
+    "unknown_error",
+    "nvml_mismatch",
+    "driver_unreachable",
+    "no_devices",
+    "unparsed",
+}
 
 # A v12-schema dump of one degraded A100: remap pending, DBEs, a recovery action, one process.
 DEGRADED_XML = """<?xml version="1.0" ?>
@@ -98,9 +105,16 @@ def test_xml_degraded_gpu_fields() -> None:
     assert bad.recovery_action == "Drain and Reset"
     assert bad.mig_mode == "Disabled" and bad.ecc_mode == "Enabled"
     assert bad.errors == ["addressing_mode: Unknown Error"]
-    assert bad.processes == [{"pid": 4242, "name": "python3", "type": "C",
-                              "used_memory_mib": 80000, "gpu_instance": None,
-                              "compute_instance": None}]
+    assert bad.processes == [
+        {
+            "pid": 4242,
+            "name": "python3",
+            "type": "C",
+            "used_memory_mib": 80000,
+            "gpu_instance": None,
+            "compute_instance": None,
+        }
+    ]
     assert other.retired_pages_pending is True
     assert other.remapped_rows_pending is None and other.recovery_action is None
 
@@ -112,7 +126,7 @@ def test_snapshot_survives_the_nvml_dict_round_trip() -> None:
 
 
 def test_xml_truncated_keeps_complete_gpus() -> None:
-    cut = DEGRADED_XML[:DEGRADED_XML.index("<gpu id=\"00000000:5E") + 60]
+    cut = DEGRADED_XML[: DEGRADED_XML.index('<gpu id="00000000:5E') + 60]
     snap = parse_nvidia_smi(cut)
     assert snap.status == "unparsed"
     assert [g.pci_bus_id for g in snap.gpus] == ["0000:3B:00.0"]
@@ -121,9 +135,11 @@ def test_xml_truncated_keeps_complete_gpus() -> None:
 
 
 def test_xml_with_entities_is_refused() -> None:
-    bomb = ('<?xml version="1.0"?>\n<!DOCTYPE nvidia_smi_log [\n <!ENTITY a "aaaaaaaaaa">\n'
-            ' <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">\n <!ENTITY c "&b;&b;&b;&b;&b;&b;">\n'
-            ']>\n<nvidia_smi_log><driver_version>&c;</driver_version></nvidia_smi_log>')
+    bomb = (
+        '<?xml version="1.0"?>\n<!DOCTYPE nvidia_smi_log [\n <!ENTITY a "aaaaaaaaaa">\n'
+        ' <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">\n <!ENTITY c "&b;&b;&b;&b;&b;&b;">\n'
+        "]>\n<nvidia_smi_log><driver_version>&c;</driver_version></nvidia_smi_log>"
+    )
     snap = parse_nvidia_smi(bomb)
     assert snap.status == "unparsed"
     assert "<!ENTITY" in snap.message
@@ -136,11 +152,14 @@ def test_xml_after_a_shell_prompt_and_with_trailing_noise() -> None:
     assert snap.status == "ok" and len(snap.gpus) == 2
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("", "empty output"),
-    ("   \n\t\n", "empty output"),
-    ("\x00\x01\x02ELF\x00" * 200, "binary data, not nvidia-smi output"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty output"),
+        ("   \n\t\n", "empty output"),
+        ("\x00\x01\x02ELF\x00" * 200, "binary data, not nvidia-smi output"),
+    ],
+)
 def test_empty_and_binary(text: str, message: str) -> None:
     snap = parse_nvidia_smi(text)
     assert (snap.status, snap.message, snap.gpus) == ("unparsed", message, [])
@@ -166,9 +185,13 @@ def test_fifty_megabytes_of_near_misses() -> None:
     assert snap.status == "unparsed" and snap.gpus == []
 
 
-LOST_LINE = ("Unable to determine the device handle for GPU 0000:3B:00.0: GPU is lost.  Reboot "
-             "the system to recover this GPU\n")
-LOST_TABLE = LOST_LINE + """\
+LOST_LINE = (
+    "Unable to determine the device handle for GPU 0000:3B:00.0: GPU is lost.  Reboot "
+    "the system to recover this GPU\n"
+)
+LOST_TABLE = (
+    LOST_LINE
+    + """\
 +---------------------------------------------------------------------------------------+
 | NVIDIA-SMI 535.129.03             Driver Version: 535.129.03   CUDA Version: 12.2     |
 |-----------------------------------------+----------------------+----------------------+
@@ -189,6 +212,7 @@ LOST_TABLE = LOST_LINE + """\
 |    0   N/A  N/A   1866331      C   python train.py --epochs 10               52002MiB |
 +---------------------------------------------------------------------------------------+
 """
+)
 
 
 def test_lost_gpu_next_to_a_healthy_table() -> None:
@@ -196,9 +220,16 @@ def test_lost_gpu_next_to_a_healthy_table() -> None:
     assert snap.status == "gpu_lost"
     assert snap.lost_pci_ids == ["0000:3B:00.0"]
     assert [g.pci_bus_id for g in snap.gpus] == ["0000:07:00.0"]
-    assert snap.gpus[0].processes == [{"pid": 1866331, "name": "python train.py --epochs 10",
-                                       "type": "C", "used_memory_mib": 52002,
-                                       "gpu_instance": None, "compute_instance": None}]
+    assert snap.gpus[0].processes == [
+        {
+            "pid": 1866331,
+            "name": "python train.py --epochs 10",
+            "type": "C",
+            "used_memory_mib": 52002,
+            "gpu_instance": None,
+            "compute_instance": None,
+        }
+    ]
     assert "GPU 0000:3B:00.0: GPU is lost" in snap.message
 
 
@@ -225,8 +256,10 @@ def test_table_with_err_everywhere_and_old_process_columns() -> None:
 
 
 def test_query_with_zero_gpus_is_no_devices() -> None:
-    text = ("==============NVSMI LOG==============\n\nDriver Version : 550.54.15\n"
-            "CUDA Version : 12.4\n\nAttached GPUs : 0\n")
+    text = (
+        "==============NVSMI LOG==============\n\nDriver Version : 550.54.15\n"
+        "CUDA Version : 12.4\n\nAttached GPUs : 0\n"
+    )
     snap = parse_nvidia_smi(text)
     assert (snap.status, snap.driver_version, snap.gpus) == ("no_devices", "550.54.15", [])
 
@@ -270,65 +303,84 @@ GPU 00000000:41:00.0
     snap = parse_nvidia_smi(text)
     (gpu,) = snap.gpus
     assert snap.source_format == "text"
-    assert [(m["gpu_instance"], m["profile"], m["memory_total_mib"]) for m in gpu.mig_devices] \
-        == [(1, "2g.12gb", 11968), (5, "1g.6gb", 5952)]
+    assert [(m["gpu_instance"], m["profile"], m["memory_total_mib"]) for m in gpu.mig_devices] == [
+        (1, "2g.12gb", 11968),
+        (5, "1g.6gb", 5952),
+    ]
     assert gpu.mig_devices[1]["uuid"] == "MIG-bbbb0000-0000-0000-0000-000000000000"
     assert gpu.recovery_action == "Reset" and gpu.processes == []
     assert gpu.remapped_rows_pending is None
 
 
 def test_csv_with_units_and_missing_values() -> None:
-    csv_text = ("index, name, pci.bus_id, memory.total [MiB], memory.used [MiB], "
-                "remapped_rows.pending, gpu_recovery_action, driver_version\n"
-                "0, NVIDIA H100 80GB HBM3, 00000000:1B:00.0, 81559 MiB, 40000 MiB, Yes, Reset, "
-                "550.54.15\n"
-                "1, NVIDIA H100 80GB HBM3, 00000000:43:00.0, 81559 MiB, [N/A], No, None, "
-                "550.54.15\n")
+    csv_text = (
+        "index, name, pci.bus_id, memory.total [MiB], memory.used [MiB], "
+        "remapped_rows.pending, gpu_recovery_action, driver_version\n"
+        "0, NVIDIA H100 80GB HBM3, 00000000:1B:00.0, 81559 MiB, 40000 MiB, Yes, Reset, "
+        "550.54.15\n"
+        "1, NVIDIA H100 80GB HBM3, 00000000:43:00.0, 81559 MiB, [N/A], No, None, "
+        "550.54.15\n"
+    )
     snap = parse_nvidia_smi(csv_text)
     assert snap.source_format == "csv" and snap.driver_version == "550.54.15"
     first, second = snap.gpus
     assert (first.index, first.pci_bus_id, first.memory_used_mib) == (0, "0000:1B:00.0", 40000)
     assert (first.remapped_rows_pending, first.recovery_action) == (True, "Reset")
-    assert (second.index, second.memory_used_mib, second.remapped_rows_pending) == (1, None,
-                                                                                   False)
+    assert (second.index, second.memory_used_mib, second.remapped_rows_pending) == (1, None, False)
 
 
-@pytest.mark.parametrize(("text", "status"), [
-    ("Failed to initialize NVML: Unknown Error", "unknown_error"),
-    ("Failed to initialize NVML: Insufficient Permissions", "unknown_error"),
-    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
-     "that the latest NVIDIA driver is installed and running.", "driver_unreachable"),
-    ("nvidia-container-cli: initialization error: nvml error: driver not loaded",
-     "driver_unreachable"),
-    ("No devices were found", "no_devices"),
-    ("Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.  Reboot the "
-     "system to recover this GPU\nUnable to determine the device handle for GPU 0000:C2:00.0: "
-     "Unknown Error", "gpu_lost"),
-    ("bash: nvidia-smi: command not found", "unparsed"),
-    ("| NVIDIA-SMI 535.54.03   Driver Version: 535.54.03   CUDA Version: 12.2 |\n", "unparsed"),
-])
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        ("Failed to initialize NVML: Unknown Error", "unknown_error"),
+        ("Failed to initialize NVML: Insufficient Permissions", "unknown_error"),
+        (
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+            "that the latest NVIDIA driver is installed and running.",
+            "driver_unreachable",
+        ),
+        (
+            "nvidia-container-cli: initialization error: nvml error: driver not loaded",
+            "driver_unreachable",
+        ),
+        ("No devices were found", "no_devices"),
+        (
+            "Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.  Reboot the "
+            "system to recover this GPU\nUnable to determine the device handle for GPU 0000:C2:00.0: "
+            "Unknown Error",
+            "gpu_lost",
+        ),
+        ("bash: nvidia-smi: command not found", "unparsed"),
+        ("| NVIDIA-SMI 535.54.03   Driver Version: 535.54.03   CUDA Version: 12.2 |\n", "unparsed"),
+    ],
+)
 def test_error_texts(text: str, status: str) -> None:
     assert parse_nvidia_smi(text).status == status
 
 
 def test_several_lost_gpus_are_all_named() -> None:
-    text = ("Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.\n"
-            "Unable to determine the device handle for GPU0000:c2:00.0: Unknown Error\n"
-            "Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.\n")
+    text = (
+        "Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.\n"
+        "Unable to determine the device handle for GPU0000:c2:00.0: Unknown Error\n"
+        "Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.\n"
+    )
     snap = parse_nvidia_smi(text)
     assert snap.lost_pci_ids == ["0000:C1:00.0", "0000:C2:00.0"]
     assert snap.status == "gpu_lost"
 
 
-@pytest.mark.parametrize(("raw", "norm"), [
-    ("00000000:3b:00.0", "0000:3B:00.0"),
-    ("0000:3B:00.0", "0000:3B:00.0"),
-    ("3b:00.0", "0000:3B:00.0"),
-    ("00000008:01:00.0", "0008:01:00.0"),
-    ("0001000A:01:00.0", "0001000A:01:00.0"),
-    ("not-a-pci-id", "NOT-A-PCI-ID"),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    ("raw", "norm"),
+    [
+        ("00000000:3b:00.0", "0000:3B:00.0"),
+        ("0000:3B:00.0", "0000:3B:00.0"),
+        ("3b:00.0", "0000:3B:00.0"),
+        ("00000008:01:00.0", "0008:01:00.0"),
+        ("0001000A:01:00.0", "0001000A:01:00.0"),
+        ("not-a-pci-id", "NOT-A-PCI-ID"),
+        ("", ""),
+    ],
+)
 def test_normalize_pci(raw: str, norm: str) -> None:
     assert normalize_pci(raw) == norm
 
@@ -340,11 +392,37 @@ def test_value_helpers() -> None:
     assert to_version("610.57.04 [Deprecated; will be removed in CUDA 14.0.]") == "610.57.04"
 
 
-_FRAGMENTS = ["GPU 0: ", "(UUID: GPU-", ")", "<nvidia_smi_log>", "</nvidia_smi_log>",
-              '<gpu id="', '">', "</gpu>", "NVSMI LOG", "| NVIDIA-SMI 1.2 Driver Version: 3.4 |",
-              "Unable to determine the device handle for GPU ", "0000:3B:00.0", ": ", "\n",
-              "    ", " : ", "MiB", "Yes", "N/A", "ERR!", "|", "Unknown Error", "MIG 1g.5gb ",
-              "Device 0: ", "Attached GPUs", "Process ID", "Remapped Rows", "Pending", "x"]
+_FRAGMENTS = [
+    "GPU 0: ",
+    "(UUID: GPU-",
+    ")",
+    "<nvidia_smi_log>",
+    "</nvidia_smi_log>",
+    '<gpu id="',
+    '">',
+    "</gpu>",
+    "NVSMI LOG",
+    "| NVIDIA-SMI 1.2 Driver Version: 3.4 |",
+    "Unable to determine the device handle for GPU ",
+    "0000:3B:00.0",
+    ": ",
+    "\n",
+    "    ",
+    " : ",
+    "MiB",
+    "Yes",
+    "N/A",
+    "ERR!",
+    "|",
+    "Unknown Error",
+    "MIG 1g.5gb ",
+    "Device 0: ",
+    "Attached GPUs",
+    "Process ID",
+    "Remapped Rows",
+    "Pending",
+    "x",
+]
 
 
 @settings(max_examples=200, deadline=None)

@@ -41,24 +41,68 @@ def options(*argv: str) -> TriageOptions:
 def test_no_flags_give_the_dataclass_defaults(command: list[str]) -> None:
     """The parser's defaults and the dataclasses' are the same ones (gputriage/options.py)."""
     assert options(*command) == TriageOptions()
-    assert (NodeAccess().since, ClusterAccess().request_timeout) == (DEFAULT_SINCE,
-                                                                     DEFAULT_REQUEST_TIMEOUT)
+    assert (NodeAccess().since, ClusterAccess().request_timeout) == (
+        DEFAULT_SINCE,
+        DEFAULT_REQUEST_TIMEOUT,
+    )
 
 
 def test_every_flag_lands_in_its_field() -> None:
-    got = options("triage", "deploy/llm", "-n", "ml", "--context", "prod", "--kubeconfig", "k",
-                  "--request-timeout", "3", "--ssh", "off", "--ssh-config", "c", "--ssh-user",
-                  "sre", "--node-address", "gpu-7=jump", "--known-hosts", "kh",
-                  "--accept-new-host-key", "--sudo", "--since", "30m", "--playbooks", "pb",
-                  "--notes", "n.md", "--report", "json", "-o", "out.json", "--answer",
-                  "oom-cuda/params=7e9", "--override", "triage/phase=oom", "--from", "b")
+    got = options(
+        "triage",
+        "deploy/llm",
+        "-n",
+        "ml",
+        "--context",
+        "prod",
+        "--kubeconfig",
+        "k",
+        "--request-timeout",
+        "3",
+        "--ssh",
+        "off",
+        "--ssh-config",
+        "c",
+        "--ssh-user",
+        "sre",
+        "--node-address",
+        "gpu-7=jump",
+        "--known-hosts",
+        "kh",
+        "--accept-new-host-key",
+        "--sudo",
+        "--since",
+        "30m",
+        "--playbooks",
+        "pb",
+        "--notes",
+        "n.md",
+        "--report",
+        "json",
+        "-o",
+        "out.json",
+        "--answer",
+        "oom-cuda/params=7e9",
+        "--override",
+        "triage/phase=oom",
+        "--from",
+        "b",
+    )
     assert got.cluster == ClusterAccess("ml", "prod", "k", 3.0)
-    assert got.node == NodeAccess(ssh=False, ssh_config="c", ssh_user="sre",
-                                  node_addresses={"gpu-7": "jump"}, known_hosts="kh",
-                                  accept_new_host_key=True, sudo=True, since="30m")
+    assert got.node == NodeAccess(
+        ssh=False,
+        ssh_config="c",
+        ssh_user="sre",
+        node_addresses={"gpu-7": "jump"},
+        known_hosts="kh",
+        accept_new_host_key=True,
+        sudo=True,
+        since="30m",
+    )
     assert got.walk == WalkOptions((Path("pb"),), Path("n.md"))
-    assert got.report == ReportOptions("json", Path("out.json"), {"oom-cuda/params": "7e9"},
-                                       {"triage/phase": "oom"})
+    assert got.report == ReportOptions(
+        "json", Path("out.json"), {"oom-cuda/params": "7e9"}, {"triage/phase": "oom"}
+    )
     assert got.bundle == Path("b")
     assert options("triage", "p", "--local").node.local
 
@@ -102,8 +146,9 @@ def test_one_triage_shape_for_pods_workloads_and_nodes(tmp_path: Path) -> None:
     assert after.kind == "node" and getattr(after.open_session(), "path", None) == session.path
 
 
-def test_the_headless_runner_serves_a_node_walk(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_headless_runner_serves_a_node_walk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
     import shutil
 

@@ -63,8 +63,9 @@ def _shape(result) -> dict[str, object]:  # type: ignore[no-untyped-def]
     return {pid: repr(pb) for pid, pb in result.playbooks.items()}
 
 
-def test_first_load_misses_and_writes_one_entry_per_file(cache: Path, parses: list[str],
-                                                         tmp_path: Path) -> None:
+def test_first_load_misses_and_writes_one_entry_per_file(
+    cache: Path, parses: list[str], tmp_path: Path
+) -> None:
     d = _copy_valid(tmp_path)
     result = _load(d)
     assert not result.problems
@@ -78,7 +79,8 @@ def test_first_load_misses_and_writes_one_entry_per_file(cache: Path, parses: li
 
 
 def test_second_load_hits_parses_nothing_and_builds_the_same_set(
-        cache: Path, parses: list[str], tmp_path: Path) -> None:
+    cache: Path, parses: list[str], tmp_path: Path
+) -> None:
     d = _copy_valid(tmp_path)
     first = _load(d)
     parses.clear()
@@ -86,16 +88,21 @@ def test_second_load_hits_parses_nothing_and_builds_the_same_set(
     assert parses == []
     assert _shape(second) == _shape(first)
     # CEL is compiled again from source: real programs that run.
-    assert all(c.program is not None for pb in second.playbooks.values()
-               for step in pb.steps.values() for c in _conditions(step))
+    assert all(
+        c.program is not None
+        for pb in second.playbooks.values()
+        for step in pb.steps.values()
+        for c in _conditions(step)
+    )
 
 
 def _conditions(step):  # type: ignore[no-untyped-def]
     return [b.when for b in getattr(step, "branches", ()) if getattr(b, "when", None)]
 
 
-def test_editing_a_file_misses_for_that_file_only(cache: Path, parses: list[str],
-                                                  tmp_path: Path) -> None:
+def test_editing_a_file_misses_for_that_file_only(
+    cache: Path, parses: list[str], tmp_path: Path
+) -> None:
     d = _copy_valid(tmp_path)
     _load(d)
     parses.clear()
@@ -108,8 +115,9 @@ def test_editing_a_file_misses_for_that_file_only(cache: Path, parses: list[str]
     assert len(list(cache.glob("*.json"))) == len(_names(d)) + 1
 
 
-def test_a_new_gputriage_version_misses(cache: Path, parses: list[str], tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_gputriage_version_misses(
+    cache: Path, parses: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     d = _copy_valid(tmp_path)
     _load(d)
     parses.clear()
@@ -119,10 +127,20 @@ def test_a_new_gputriage_version_misses(cache: Path, parses: list[str], tmp_path
     assert sorted(parses) == _names(d)
 
 
-@pytest.mark.parametrize("garbage", [b"", b"{not json", b"[1, 2]", b'{"format": 0, "data": {}}',
-                                     b'{"format": 1, "data": "text"}', b"\xff\xfe\x00"])
-def test_a_corrupt_entry_is_ignored_and_rewritten(cache: Path, parses: list[str],
-                                                  tmp_path: Path, garbage: bytes) -> None:
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"",
+        b"{not json",
+        b"[1, 2]",
+        b'{"format": 0, "data": {}}',
+        b'{"format": 1, "data": "text"}',
+        b"\xff\xfe\x00",
+    ],
+)
+def test_a_corrupt_entry_is_ignored_and_rewritten(
+    cache: Path, parses: list[str], tmp_path: Path, garbage: bytes
+) -> None:
     d = _copy_valid(tmp_path)
     first = _load(d)
     for entry in cache.glob("*.json"):
@@ -135,8 +153,9 @@ def test_a_corrupt_entry_is_ignored_and_rewritten(cache: Path, parses: list[str]
     assert all(json.loads(e.read_text())["format"] == 1 for e in cache.glob("*.json"))
 
 
-def test_an_unwritable_cache_is_not_an_error(cache: Path, parses: list[str],
-                                             tmp_path: Path) -> None:
+def test_an_unwritable_cache_is_not_an_error(
+    cache: Path, parses: list[str], tmp_path: Path
+) -> None:
     cache.parent.parent.mkdir(parents=True)
     (cache.parent.parent / "gputriage").write_text("a file where the folder should be")
     d = _copy_valid(tmp_path)
@@ -158,7 +177,8 @@ def test_a_file_with_problems_is_never_cached(cache: Path, tmp_path: Path) -> No
 
 
 def test_a_problem_in_a_cached_file_is_still_placed_at_file_line_col(
-        cache: Path, parses: list[str], tmp_path: Path) -> None:
+    cache: Path, parses: list[str], tmp_path: Path
+) -> None:
     d = _copy_valid(tmp_path)
     _load(d)
     for other in d.glob("*.yaml"):  # the router now goes to playbooks that are not there
@@ -185,8 +205,9 @@ def test_shipped_playbooks_load_the_same_from_the_cache(cache: Path, parses: lis
     assert _shape(second) == _shape(first)
 
 
-def test_the_cache_can_be_turned_off(cache: Path, parses: list[str], tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cache_can_be_turned_off(
+    cache: Path, parses: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(load_cache.DISABLE_ENV, "1")
     d = _copy_valid(tmp_path)
     _load(d)

@@ -34,8 +34,12 @@ from gputriage.parsers.prom_series import episodes, parse_document, sparkline, t
 class _Server:
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
-        self.reply: tuple[int, bytes] = (200, json.dumps(
-            {"status": "success", "data": {"resultType": "matrix", "result": []}}).encode())
+        self.reply: tuple[int, bytes] = (
+            200,
+            json.dumps(
+                {"status": "success", "data": {"resultType": "matrix", "result": []}}
+            ).encode(),
+        )
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,8 +57,9 @@ class _Server:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     def close(self) -> None:
@@ -70,8 +75,11 @@ def server() -> Iterator[_Server]:
 
 
 def _pod() -> Evidence:
-    pod = {"kind": "Pod", "metadata": {"name": "train-0", "namespace": "ml"},
-           "spec": {"nodeName": "gpu-7"}}
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "train-0", "namespace": "ml"},
+        "spec": {"nodeName": "gpu-7"},
+    }
     return Evidence(Key.POD, Status.OK, "", json.dumps(pod), "pod.json", pod, "json")
 
 
@@ -109,30 +117,44 @@ def test_http_errors_become_statuses(server: _Server) -> None:
     ev = PrometheusSource(PromSettings(server.url)).collect(_pod())
     assert ev.status is Status.ERROR  # every query failed, each one recorded
     doc = parse_document(ev.raw)
-    assert all(q.status == "error" and "bad_data: parse error" in q.error
-               for q in doc.queries.values())
+    assert all(
+        q.status == "error" and "bad_data: parse error" in q.error for q in doc.queries.values()
+    )
 
 
 def test_oversized_answers_and_series_are_bounded(server: _Server) -> None:
-    series = [{"metric": {"UUID": f"GPU-{i}", "gpu": str(i)}, "values": [[1, "0"]]}
-              for i in range(50)]
-    server.reply = (200, json.dumps({"status": "success",
-                                     "data": {"resultType": "matrix", "result": series}}).encode())
-    ev = collect_metrics(PrometheusClient(PromSettings(server.url, max_series=10)),
-                         node="n", namespace="ns", pod="p")
+    series = [
+        {"metric": {"UUID": f"GPU-{i}", "gpu": str(i)}, "values": [[1, "0"]]} for i in range(50)
+    ]
+    server.reply = (
+        200,
+        json.dumps(
+            {"status": "success", "data": {"resultType": "matrix", "result": series}}
+        ).encode(),
+    )
+    ev = collect_metrics(
+        PrometheusClient(PromSettings(server.url, max_series=10)), node="n", namespace="ns", pod="p"
+    )
     doc = parse_document(ev.raw)
     assert len(doc.get("xid").series) == 10 and "kept the first 10" in doc.get("xid").error
-    ev = collect_metrics(PrometheusClient(PromSettings(server.url, max_bytes=100)),
-                         node="n", namespace="ns", pod="p")
+    ev = collect_metrics(
+        PrometheusClient(PromSettings(server.url, max_bytes=100)), node="n", namespace="ns", pod="p"
+    )
     assert ev.status is Status.ERROR and "larger than 100 bytes" in ev.raw
 
 
 def test_no_url_no_node_and_bad_url_never_raise() -> None:
     assert PrometheusSource(None).collect(_pod()).status is Status.UNAVAILABLE
-    pending = Evidence(Key.POD, Status.OK, "", "{}", "pod.json",
-                       {"kind": "Pod", "metadata": {"name": "p"}, "spec": {}}, "json")
-    assert "no node" in PrometheusSource(PromSettings("http://127.0.0.1:9")).collect(
-        pending).detail
+    pending = Evidence(
+        Key.POD,
+        Status.OK,
+        "",
+        "{}",
+        "pod.json",
+        {"kind": "Pod", "metadata": {"name": "p"}, "spec": {}},
+        "json",
+    )
+    assert "no node" in PrometheusSource(PromSettings("http://127.0.0.1:9")).collect(pending).detail
     bad = PrometheusSource(PromSettings("file:///etc/passwd")).collect(_pod())
     assert bad.status is Status.ERROR and "not an http(s) URL" in bad.detail
 
@@ -154,20 +176,19 @@ def test_options_and_durations(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -
     assert settings_from_access(MetricsAccess(), 10.0) is None
     token = tmp_path / "token"
     token.write_text("abc\n")
-    s = settings_from_access(MetricsAccess(url="https://prom:9090", token_file=str(token),
-                                           window="2d", insecure=True), 5)
+    s = settings_from_access(
+        MetricsAccess(url="https://prom:9090", token_file=str(token), window="2d", insecure=True), 5
+    )
     assert s is not None and s.bearer_token == "abc" and s.window_s == 2 * 86400
     assert s.insecure and s.timeout == 5 and s.step_s() == 300
     with pytest.raises(ValueError, match="cannot read"):
-        settings_from_access(MetricsAccess(url="http://p", token_file=str(tmp_path / "none")),
-                             10.0)
+        settings_from_access(MetricsAccess(url="http://p", token_file=str(tmp_path / "none")), 10.0)
 
 
 def test_series_helpers() -> None:
     pts = [(0, 0), (60, 79), (120, 79), (180, 0), (900, 79), (960, 43), (1020, 43)]
     eps = episodes([(float(t), float(v)) for t, v in pts], 60)
-    assert [(e.value, e.start, e.samples) for e in eps] == [(79, 60, 2), (79, 900, 1),
-                                                             (43, 960, 2)]
+    assert [(e.value, e.start, e.samples) for e in eps] == [(79, 60, 2), (79, 900, 1), (43, 960, 2)]
     assert throttle_reasons(0x60) == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
     assert sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█" and sparkline([]) == ""
     assert len(sparkline(list(range(1000)), width=20)) == 20
@@ -178,8 +199,10 @@ def test_series_helpers() -> None:
 def test_service_proxy_spec_is_validated() -> None:
     from gputriage.evidence.prometheus import service_proxy_path
 
-    assert service_proxy_path("svc:monitoring/prometheus-k8s:9090") == \
-        "/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy"
+    assert (
+        service_proxy_path("svc:monitoring/prometheus-k8s:9090")
+        == "/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy"
+    )
     assert service_proxy_path("svc:mon/https:prom:web").endswith("/services/https:prom:web/proxy")
     for bad in ("svc:monitoring", "svc:Mon/prom", "svc:mon/../../nodes/x", "svc:mon/p?x=1"):
         with pytest.raises(ValueError, match="svc:NAMESPACE/NAME"):

@@ -31,16 +31,29 @@ def test_inert_strips_escapes_and_keeps_markup_characters() -> None:
 
 
 def test_redaction_covers_tokens_keys_and_secret_env() -> None:
-    text = ("Authorization: Bearer abcdefghijklmnop token: s3cr3tvalue "
-            "AKIAABCDEFGHIJKLMNOP HF_TOKEN=hf_abcdefghijklmnopqrstuvwx "
-            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlMTIz")
+    text = (
+        "Authorization: Bearer abcdefghijklmnop token: s3cr3tvalue "
+        "AKIAABCDEFGHIJKLMNOP HF_TOKEN=hf_abcdefghijklmnopqrstuvwx "
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlMTIz"
+    )
     out = redact_text(text)
-    for secret in ("abcdefghijklmnop", "s3cr3tvalue", "AKIAABCDEFGHIJKLMNOP",
-                   "hf_abcdefghijklmnopqrstuvwx", "eyJhbGciOiJIUzI1NiJ9"):
+    for secret in (
+        "abcdefghijklmnop",
+        "s3cr3tvalue",
+        "AKIAABCDEFGHIJKLMNOP",
+        "hf_abcdefghijklmnopqrstuvwx",
+        "eyJhbGciOiJIUzI1NiJ9",
+    ):
         assert secret not in out
-    obj = redact_obj({"env": [{"name": "DB_PASSWORD", "value": "hunter2"},
-                              {"name": "NCCL_DEBUG", "value": "INFO"}],
-                      "client-key-data": "LS0tLS1CRUdJTi"})
+    obj = redact_obj(
+        {
+            "env": [
+                {"name": "DB_PASSWORD", "value": "hunter2"},
+                {"name": "NCCL_DEBUG", "value": "INFO"},
+            ],
+            "client-key-data": "LS0tLS1CRUdJTi",
+        }
+    )
     assert obj["env"][0]["value"] == MASK and obj["env"][1]["value"] == "INFO"
     assert "LS0tLS1CRUdJTi" not in json.dumps(obj)
 
@@ -83,43 +96,93 @@ def test_notes_autosave_and_reload(tmp_path: Path) -> None:
 
 
 def _fixture_summary() -> dict:
-    dmesg = Evidence(Key.DMESG, Status.OK, "2 lines",
-                     "x\nNVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n",
-                     "b/dmesg.log")
+    dmesg = Evidence(
+        Key.DMESG,
+        Status.OK,
+        "2 lines",
+        "x\nNVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n",
+        "b/dmesg.log",
+    )
     ref = dmesg.cite(2)
     hostile_ref = LineRef("events", "b/events.json", 7, HOSTILE)
-    evidence = EvidenceSet([Evidence(Key.POD, Status.OK, "", "{}", "b/pod.json"), dmesg,
-                            Evidence(Key.KUBELET_LOG, Status.TIMEOUT, "ssh gpu-7 timed out",
-                                     "", "ssh gpu-7")])
+    evidence = EvidenceSet(
+        [
+            Evidence(Key.POD, Status.OK, "", "{}", "b/pod.json"),
+            dmesg,
+            Evidence(Key.KUBELET_LOG, Status.TIMEOUT, "ssh gpu-7 timed out", "", "ssh gpu-7"),
+        ]
+    )
     facts = FactSet(
         Target("ml", "trainer-0", "u1", "gpu-7"),
-        {"pod": FactGroup("pod", True, "", {"phase": "Running",
-                                            "gpu_resources": {"nvidia.com/gpu": 8}}),
-         "kernel": FactGroup("kernel", True, "", {"xids": [
-             {"code": 79, "timestamp": "2026-11-29T03:10:00Z", "message": "fallen off"}]}),
-         "events": FactGroup("events", True, "", {"items": [
-             {"reason": "BackOff", "message": "Back-off", "last": "2026-11-29T03:12:00Z"}]})},
+        {
+            "pod": FactGroup(
+                "pod", True, "", {"phase": "Running", "gpu_resources": {"nvidia.com/gpu": 8}}
+            ),
+            "kernel": FactGroup(
+                "kernel",
+                True,
+                "",
+                {
+                    "xids": [
+                        {"code": 79, "timestamp": "2026-11-29T03:10:00Z", "message": "fallen off"}
+                    ]
+                },
+            ),
+            "events": FactGroup(
+                "events",
+                True,
+                "",
+                {
+                    "items": [
+                        {"reason": "BackOff", "message": "Back-off", "last": "2026-11-29T03:12:00Z"}
+                    ]
+                },
+            ),
+        },
     )
-    visit = Visit("lost/start", "lost", "start", "Did a GPU fall off the bus?",
-                  Outcome.OVERRIDE, "finding:lost.xid79", because="Xid 79 in kernel log",
-                  proposed="lost/ecc", citations=(ref, hostile_ref),
-                  choices=(Choice("x", "X", "finding:lost.xid79"),))
-    finding = Finding("lost.xid79-fallen-off-bus", "critical", "GPU fell off the bus",
-                      "The GPU stopped answering.",
-                      Fix("Drain the node", ("kubectl drain gpu-7 --ignore-daemonsets",)),
-                      evidence=(ref,))
+    visit = Visit(
+        "lost/start",
+        "lost",
+        "start",
+        "Did a GPU fall off the bus?",
+        Outcome.OVERRIDE,
+        "finding:lost.xid79",
+        because="Xid 79 in kernel log",
+        proposed="lost/ecc",
+        citations=(ref, hostile_ref),
+        choices=(Choice("x", "X", "finding:lost.xid79"),),
+    )
+    finding = Finding(
+        "lost.xid79-fallen-off-bus",
+        "critical",
+        "GPU fell off the bus",
+        "The GPU stopped answering.",
+        Fix("Drain the node", ("kubectl drain gpu-7 --ignore-daemonsets",)),
+        evidence=(ref,),
+    )
     tr = Transcript("lost", (visit,), (finding,))
     from gputriage.report.notes import Note
 
-    return build_summary(session="bundle b", context="prod", evidence=evidence, facts=facts,
-                         transcript=tr, notes=[Note(0.0, "token: abcdef123456 seen")], now=0.0)
+    return build_summary(
+        session="bundle b",
+        context="prod",
+        evidence=evidence,
+        facts=facts,
+        transcript=tr,
+        notes=[Note(0.0, "token: abcdef123456 seen")],
+        now=0.0,
+    )
 
 
 def test_summary_contents() -> None:
     s = _fixture_summary()
-    assert s["verdict"] == {"status": "finding", "headline": "GPU fell off the bus",
-                            "finding": "lost.xid79-fallen-off-bus", "severity": "critical",
-                            "confidence": ""}
+    assert s["verdict"] == {
+        "status": "finding",
+        "headline": "GPU fell off the bus",
+        "finding": "lost.xid79-fallen-off-bus",
+        "severity": "critical",
+        "confidence": "",
+    }
     assert s["walk"][0]["overridden"] and s["walk"][0]["proposed"] == "lost/ecc"
     assert [e["source"] for e in s["timeline"]] == ["kernel", "events"]
     assert s["timeline"][0]["text"].startswith("Xid 79")

@@ -79,8 +79,9 @@ def test_container_creating_only_after_the_threshold() -> None:
 
 def test_create_container_error_after_the_threshold() -> None:
     message = "nvidia-container-cli: initialization error: nvml error: driver not loaded"
-    p = c.pod("job", node="gpu-1", gpus=1,
-              statuses=[c.waiting("main", "CreateContainerError", message)])
+    p = c.pod(
+        "job", node="gpu-1", gpus=1, statuses=[c.waiting("main", "CreateContainerError", message)]
+    )
     assert row_of(_scheduled(p, 60)) is None
     row = row_of(_scheduled(p, 900))
     assert troubles(row) == ["create-error"]
@@ -88,22 +89,43 @@ def test_create_container_error_after_the_threshold() -> None:
 
 
 def test_crash_loop_with_an_oom_kill_is_oom_family() -> None:
-    p = c.pod("llm", node="gpu-1", gpus=1, statuses=[c.waiting(
-        "main", "CrashLoopBackOff", restarts=6, last=c.terminated("OOMKilled", 137, minutes=20))])
+    p = c.pod(
+        "llm",
+        node="gpu-1",
+        gpus=1,
+        statuses=[
+            c.waiting(
+                "main",
+                "CrashLoopBackOff",
+                restarts=6,
+                last=c.terminated("OOMKilled", 137, minutes=20),
+            )
+        ],
+    )
     row = row_of(p)
     assert troubles(row) == ["oom-killed", "crash-loop"]
     assert row is not None and row.family is Family.OOM
-    assert row.reason == ("main: last OOMKilled (exit 137); main: CrashLoopBackOff, 6 restarts, "
-                          "last exit 137 (OOMKilled)")
+    assert row.reason == (
+        "main: last OOMKilled (exit 137); main: CrashLoopBackOff, 6 restarts, "
+        "last exit 137 (OOMKilled)"
+    )
     assert row.since == c.ts(20)
 
 
 def test_crash_loop_exit_1_and_sigkill_without_oom() -> None:
-    crash = c.pod("x", node="gpu-1", gpus=1, statuses=[c.waiting(
-        "main", "CrashLoopBackOff", restarts=9, last=c.terminated("Error", 1))])
+    crash = c.pod(
+        "x",
+        node="gpu-1",
+        gpus=1,
+        statuses=[c.waiting("main", "CrashLoopBackOff", restarts=9, last=c.terminated("Error", 1))],
+    )
     assert troubles(row_of(crash)) == ["crash-loop"]
-    killed = c.pod("y", node="gpu-1", gpus=1,
-                   statuses=[c.running("main", restarts=2, last=c.terminated("Error", 137))])
+    killed = c.pod(
+        "y",
+        node="gpu-1",
+        gpus=1,
+        statuses=[c.running("main", restarts=2, last=c.terminated("Error", 137))],
+    )
     row = row_of(killed)
     assert troubles(row) == ["exit-137"]
     assert row is not None and row.reason == "main: last exit 137 (Error), not OOMKilled"
@@ -111,11 +133,18 @@ def test_crash_loop_exit_1_and_sigkill_without_oom() -> None:
 
 def test_admission_rejections() -> None:
     for reason, message in (
-            ("UnexpectedAdmissionError", "Pod was rejected: Allocate failed due to no healthy "
-                                         "devices present; cannot allocate unhealthy devices "
-                                         "nvidia.com/gpu, which is unexpected"),
-            ("OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: "
-                                    "nvidia.com/gpu, requested: 8, used: 0, capacity: 7")):
+        (
+            "UnexpectedAdmissionError",
+            "Pod was rejected: Allocate failed due to no healthy "
+            "devices present; cannot allocate unhealthy devices "
+            "nvidia.com/gpu, which is unexpected",
+        ),
+        (
+            "OutOfnvidia.com/gpu",
+            "Pod was rejected: Node didn't have enough resource: "
+            "nvidia.com/gpu, requested: 8, used: 0, capacity: 7",
+        ),
+    ):
         p = c.pod("r", node="gpu-1", gpus=8, phase="Failed")
         p["status"].update(reason=reason, message=message)
         row = row_of(p)
@@ -126,29 +155,54 @@ def test_admission_rejections() -> None:
 
 def test_decoys_stay_quiet() -> None:
     healthy = c.pod("ok", node="gpu-1", gpus=1, statuses=[c.running("main")])
-    clean_restart = c.pod("nb", node="gpu-1", gpus=1, statuses=[
-        c.running("main", restarts=1, last=c.terminated("Completed", 0))])
-    done = c.pod("done", node="gpu-1", gpus=1, phase="Succeeded",
-                 statuses=[c.running("main", restarts=0)])
+    clean_restart = c.pod(
+        "nb",
+        node="gpu-1",
+        gpus=1,
+        statuses=[c.running("main", restarts=1, last=c.terminated("Completed", 0))],
+    )
+    done = c.pod(
+        "done", node="gpu-1", gpus=1, phase="Succeeded", statuses=[c.running("main", restarts=0)]
+    )
     for p in (healthy, clean_restart, done):
         assert row_of(p) is None
-    cpu = c.pod("web", node="cpu-1", gpus=0, statuses=[c.waiting(
-        "main", "CrashLoopBackOff", restarts=5, last=c.terminated("OOMKilled", 137))])
+    cpu = c.pod(
+        "web",
+        node="cpu-1",
+        gpus=0,
+        statuses=[
+            c.waiting("main", "CrashLoopBackOff", restarts=5, last=c.terminated("OOMKilled", 137))
+        ],
+    )
     assert pod_info(cpu) is None  # not a GPU pod: not even kept
 
 
 def test_gpu_requests_follow_the_scheduler_rule() -> None:
-    p = c.pod("mig", node="gpu-1", containers=[
-        c.container("a", gpus=1, gpu_resource="nvidia.com/mig-1g.10gb"),
-        c.container("b", gpus=2, gpu_resource="nvidia.com/mig-1g.10gb")],
-        statuses=[c.running("a"), c.running("b")])
+    p = c.pod(
+        "mig",
+        node="gpu-1",
+        containers=[
+            c.container("a", gpus=1, gpu_resource="nvidia.com/mig-1g.10gb"),
+            c.container("b", gpus=2, gpu_resource="nvidia.com/mig-1g.10gb"),
+        ],
+        statuses=[c.running("a"), c.running("b")],
+    )
     info = pod_info(p)
     assert info is not None and dict(info.gpu) == {"nvidia.com/mig-1g.10gb": 3}
 
 
-@pytest.mark.parametrize("obj", [None, {}, [], "pod", {"spec": "x", "status": 3},
-                                 {"metadata": {"name": 5}, "spec": {"containers": "nope"}},
-                                 {"status": {"containerStatuses": [None, 3, {"state": "x"}]}}])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        None,
+        {},
+        [],
+        "pod",
+        {"spec": "x", "status": 3},
+        {"metadata": {"name": 5}, "spec": {"containers": "nope"}},
+        {"status": {"containerStatuses": [None, 3, {"state": "x"}]}},
+    ],
+)
 def test_odd_objects_never_raise(obj: Any) -> None:
     assert pod_info(obj) is None
     assert node_info(obj) is None
@@ -156,8 +210,10 @@ def test_odd_objects_never_raise(obj: Any) -> None:
 
 def test_odd_container_status_is_read_as_empty() -> None:
     p = c.pod("x", node="gpu-1", gpus=1, statuses=[c.running("main")])
-    p["status"]["containerStatuses"] = [{"name": 3, "state": {"waiting": "no"},
-                                         "restartCount": "many"}, "junk"]
+    p["status"]["containerStatuses"] = [
+        {"name": 3, "state": {"waiting": "no"}, "restartCount": "many"},
+        "junk",
+    ]
     info = pod_info(p)
     assert info is not None and len(info.containers) == 1
     assert info.containers[0].restarts == 0 and info.containers[0].waiting == ""
@@ -216,16 +272,26 @@ def test_gpu_hardware_without_a_gpu_resource() -> None:
 def test_not_ready_cordoned_and_gpu_taints() -> None:
     row = node(ready=False)
     assert troubles(row) == ["not-ready"]
-    assert row is not None and row.reason == ("Ready=Unknown (NodeStatusUnknown): Kubelet "
-                                              "stopped posting node status.")
+    assert row is not None and row.reason == (
+        "Ready=Unknown (NodeStatusUnknown): Kubelet stopped posting node status."
+    )
     assert row.since == c.ts(-600)
     assert troubles(node(unschedulable=True)) == ["cordoned"]
-    tainted = node(taints=[{"key": "nvidia.com/gpu.health", "value": "unhealthy",
-                            "effect": "NoExecute", "timeAdded": c.ts(3)},
-                           {"key": "example.com/gpu-drain", "effect": "PreferNoSchedule"}])
+    tainted = node(
+        taints=[
+            {
+                "key": "nvidia.com/gpu.health",
+                "value": "unhealthy",
+                "effect": "NoExecute",
+                "timeAdded": c.ts(3),
+            },
+            {"key": "example.com/gpu-drain", "effect": "PreferNoSchedule"},
+        ]
+    )
     assert troubles(tainted) == ["gpu-taint"]
-    assert tainted is not None and tainted.reason == "taint nvidia.com/gpu.health=unhealthy:" \
-                                                     "NoExecute"
+    assert (
+        tainted is not None and tainted.reason == "taint nvidia.com/gpu.health=unhealthy:NoExecute"
+    )
     many = node(allocatable=6, ready=False, unschedulable=True)
     assert troubles(many) == ["allocatable-below-capacity", "not-ready", "cordoned"]
     assert many is not None and many.family is Family.LOST
@@ -235,10 +301,18 @@ def test_device_plugin_rows() -> None:
     def plugin(**kw: Any) -> Any:
         p = c.device_plugin_pod("gpu-1")
         if kw:
-            p["status"]["containerStatuses"][0] = c.waiting(
-                "nvidia-device-plugin", "CrashLoopBackOff", restarts=7,
-                last=c.terminated("Error", 1)) if kw.get("crash") else c.running(
-                "nvidia-device-plugin", restarts=kw["restarts"], last=c.terminated("Error", 1))
+            p["status"]["containerStatuses"][0] = (
+                c.waiting(
+                    "nvidia-device-plugin",
+                    "CrashLoopBackOff",
+                    restarts=7,
+                    last=c.terminated("Error", 1),
+                )
+                if kw.get("crash")
+                else c.running(
+                    "nvidia-device-plugin", restarts=kw["restarts"], last=c.terminated("Error", 1)
+                )
+            )
         info = pod_info(p)
         assert info is not None and info.plugin
         return info
@@ -246,11 +320,13 @@ def test_device_plugin_rows() -> None:
     assert plugin_row("gpu-1", [plugin()], expected=True) is None
     assert plugin_row("gpu-1", [plugin(restarts=2)], expected=True) is None
     assert troubles(plugin_row("gpu-1", [plugin(restarts=3)], expected=True)) == [
-        "device-plugin-restarting"]
+        "device-plugin-restarting"
+    ]
     crash = plugin_row("gpu-1", [plugin(crash=True)], expected=True)
     assert troubles(crash) == ["device-plugin-not-running", "device-plugin-restarting"]
     assert crash is not None and crash.reason.startswith(
-        "device-plugin pod gpu-operator/nvidia-device-plugin-daemonset-")
+        "device-plugin pod gpu-operator/nvidia-device-plugin-daemonset-"
+    )
     # a healthy replacement next to a crashing one: the node is fine
     assert plugin_row("gpu-1", [plugin(crash=True), plugin()], expected=True) is None
     assert troubles(plugin_row("gpu-1", [], expected=True)) == ["device-plugin-missing"]
@@ -261,8 +337,9 @@ def test_device_plugin_rows() -> None:
 
 def test_merge_keeps_order_and_earliest_since() -> None:
     a = Row("node", "", "n", "n", (Trouble.CORDONED,), "cordoned", "2026-11-02T10:00:00Z")
-    b = Row("node", "", "n", "n", (Trouble.ALLOCATABLE_BELOW_CAPACITY,), "alloc",
-            "2026-11-02T09:00:00Z")
+    b = Row(
+        "node", "", "n", "n", (Trouble.ALLOCATABLE_BELOW_CAPACITY,), "alloc", "2026-11-02T09:00:00Z"
+    )
     m = merge(a, b)
     assert m.troubles == (Trouble.ALLOCATABLE_BELOW_CAPACITY, Trouble.CORDONED)
     assert m.reason == "cordoned; alloc" and m.since == "2026-11-02T09:00:00Z"
@@ -273,5 +350,4 @@ def test_durations_and_ages() -> None:
     assert parse_duration("10m") == 600 and parse_duration("1h30m") == 5400
     assert parse_duration("90") == 90 and parse_duration("2d") == 172800
     assert parse_duration("soon") is None and parse_duration("10m later") is None
-    assert [short_age(s) for s in (-1, 45, 600, 7200, 3 * 86400)] == ["-", "45s", "10m", "2h",
-                                                                       "3d"]
+    assert [short_age(s) for s in (-1, 45, 600, 7200, 3 * 86400)] == ["-", "45s", "10m", "2h", "3d"]

@@ -43,8 +43,9 @@ def test_node_bundle_reads_node_keys_and_targets_the_node(tmp_path: Path) -> Non
     assert tuple(evidence) == NODE_WALK_KEYS and Key.POD not in evidence
     assert evidence[Key.NODE].ok and evidence[Key.DMESG].ok
     assert evidence[Key.LSMOD].status is Status.UNAVAILABLE
-    assert evidence[Key.LSMOD].detail == ("lsmod.txt is not in the bundle (loaded kernel "
-                                          "modules (lsmod) was not collected)")
+    assert evidence[Key.LSMOD].detail == (
+        "lsmod.txt is not in the bundle (loaded kernel modules (lsmod) was not collected)"
+    )
     facts = node_facts(evidence)
     assert facts.target.node == "gpu-h100-07" and facts.target.pod == ""
     assert not facts["pod"].known and facts["node"].known
@@ -72,14 +73,17 @@ def test_routes_choose_the_entry_of_a_node_walk(tmp_path: Path) -> None:
     lost = node_facts(read_node_bundle(node_bundle(tmp_path, "lost-xid79")))
     transcript = walk(playbooks, lost)
     assert transcript.entry == "lost-card"
-    assert transcript.entry_reason == ("no pod to triage (gputriage node): the node's kernel log "
-                                       "shows a lost or failing GPU (Xid codes 79)")
+    assert transcript.entry_reason == (
+        "no pod to triage (gputriage node): the node's kernel log "
+        "shows a lost or failing GPU (Xid codes 79)"
+    )
 
     calm = node_facts(read_node_bundle(node_bundle(tmp_path, "create-nvidia-uvm-missing")))
     transcript = walk(playbooks, calm)
     assert transcript.entry == "node-onboarding"
-    assert transcript.entry_reason.startswith("there is no pod to triage (gputriage node) and "
-                                              "no sign of a lost GPU")
+    assert transcript.entry_reason.startswith(
+        "there is no pod to triage (gputriage node) and no sign of a lost GPU"
+    )
     # a missing preferred playbook falls back to the other one, never to the pod router
     assert walk(without(playbooks, "node-onboarding"), calm).entry == "lost-card"
     assert walk(without(playbooks, "lost-card"), lost).entry == "node-onboarding"
@@ -97,7 +101,8 @@ def test_each_source_alone_routes_a_node_walk_to_lost_card(tmp_path: Path) -> No
     assert transcript.entry_reason in (
         "no pod to triage (gputriage node): the device plugin marked devices unhealthy",
         "no pod to triage (gputriage node): nvidia-smi shows a lost or failing GPU",
-        "no pod to triage (gputriage node): the node advertises fewer GPUs than it has")
+        "no pod to triage (gputriage node): the node advertises fewer GPUs than it has",
+    )
 
 
 def test_walk_of_a_lost_card_node_over_the_shipped_playbooks(tmp_path: Path) -> None:
@@ -110,7 +115,8 @@ def test_walk_of_a_lost_card_node_over_the_shipped_playbooks(tmp_path: Path) -> 
     assert finding.id == "lost.gpu-fallen-off-bus" and not finding.undetermined
     assert [str(r) for r in finding.evidence][:1] == [
         "lost-xid79/dmesg.log:12: [Tue Aug 13 10:41:07 2024] NVRM: Xid (PCI:0000:3b:00): 79, "
-        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."]
+        "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    ]
     assert "kubectl cordon gpu-h100-07" in finding.fix.commands
 
 
@@ -125,8 +131,10 @@ def test_node_bundle_session_streams_every_node_key(tmp_path: Path) -> None:
 
 
 def _transcript(*ids: str, undetermined: bool = False) -> Transcript:
-    return Transcript(entry="triage", findings=tuple(
-        Finding(i, "high", i, "", Fix(""), undetermined=undetermined) for i in ids))
+    return Transcript(
+        entry="triage",
+        findings=tuple(Finding(i, "high", i, "", Fix(""), undetermined=undetermined) for i in ids),
+    )
 
 
 def test_blamed_node_only_for_node_findings_of_a_pod_walk() -> None:

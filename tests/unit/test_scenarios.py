@@ -59,8 +59,9 @@ def test_every_file_reads_and_every_gap_is_explained(name: str) -> None:
         elif key.value in recorded:
             assert ev.status is Status(recorded[key.value]["status"])
             assert ev.detail == recorded[key.value]["detail"]
-    internal = {n: g.reason for n, g in build_facts(evidence).groups.items()
-                if "internal error" in g.reason}
+    internal = {
+        n: g.reason for n, g in build_facts(evidence).groups.items() if "internal error" in g.reason
+    }
     assert internal == {}
 
 
@@ -76,8 +77,10 @@ def test_one_node_one_story(name: str) -> None:
     hosts = {p["spec"]["nodeName"] for p in pods}
     assert len(hosts) == 1 and (not node or hosts == {node})
     if (path / "kubelet.log").exists():
-        kubelet_hosts = {line.split()[1] for line in
-                         (path / "kubelet.log").read_text(encoding="utf-8").splitlines()}
+        kubelet_hosts = {
+            line.split()[1]
+            for line in (path / "kubelet.log").read_text(encoding="utf-8").splitlines()
+        }
         assert kubelet_hosts == {node}
     seen = set()
     for file in path.iterdir():
@@ -93,14 +96,22 @@ def test_pending_insufficient_gpu() -> None:
     [event] = load("pending-insufficient-gpu", "events.json")["items"]
     assert event["message"].startswith(
         "0/4 nodes are available: 1 node(s) had untolerated taint "
-        "{node-role.kubernetes.io/control-plane: }, 3 Insufficient nvidia.com/gpu. preemption:")
-    gpu_nodes = [n for n in load("pending-insufficient-gpu", "nodes.json")["items"]
-                 if "nvidia.com/gpu" in n["status"]["capacity"]]
+        "{node-role.kubernetes.io/control-plane: }, 3 Insufficient nvidia.com/gpu. preemption:"
+    )
+    gpu_nodes = [
+        n
+        for n in load("pending-insufficient-gpu", "nodes.json")["items"]
+        if "nvidia.com/gpu" in n["status"]["capacity"]
+    ]
     assert [n["status"]["allocatable"]["nvidia.com/gpu"] for n in gpu_nodes] == ["4"] * 3
-    terminating = [p for p in load("pending-insufficient-gpu", "node-pods.json")["items"]
-                   if p["metadata"].get("deletionTimestamp")]
-    assert [p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
-            for p in terminating] == ["2"]
+    terminating = [
+        p
+        for p in load("pending-insufficient-gpu", "node-pods.json")["items"]
+        if p["metadata"].get("deletionTimestamp")
+    ]
+    assert [
+        p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] for p in terminating
+    ] == ["2"]
     dp = f["device_plugin"].values
     assert dp["pod_found"] and dp["pod_ready"] and not dp["log_known"]
     assert dp["log_reason"].endswith("the pod is not scheduled to a node")
@@ -120,8 +131,12 @@ def test_create_nvidia_uvm_missing() -> None:
     assert status["state"]["waiting"]["reason"] == "RunContainerError"
     k = f["kubelet"].values
     assert [(e["kind"], e["message"]) for e in k["nvidia_container_cli_errors"]] == [
-        ("mount", "nvidia-container-cli: mount error: stat failed: /dev/nvidia-uvm: no such file "
-                  "or directory")]
+        (
+            "mount",
+            "nvidia-container-cli: mount error: stat failed: /dev/nvidia-uvm: no such file "
+            "or directory",
+        )
+    ]
     assert k["nvidia_container_cli_errors"][0]["count"] == 7
     assert k["device_manager_registered"] == ["nvidia.com/gpu"] and k["lines_for_pod"] == 10
     dp = f["device_plugin"].values
@@ -156,18 +171,31 @@ def test_lost_xid79() -> None:
     path = scenario_path("lost-xid79")
     uuid = "GPU-5f2d3c9e-8a41-7b6e-92c1-4d0e8f7a6b13"
     dmesg = (path / "dmesg.log").read_text(encoding="utf-8")
-    assert ("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
-            "the bus.") in dmesg
+    assert (
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
+        "the bus."
+    ) in dmesg
     assert f"NVRM: GPU at PCI:0000:3b:00: {uuid}" in dmesg
     assert (path / "nvidia-smi.txt").read_text(encoding="utf-8") == (
-        "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error\n")
+        "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error\n"
+    )
     status = load("lost-xid79", "node.json")["status"]
     assert (status["capacity"]["nvidia.com/gpu"], status["allocatable"]["nvidia.com/gpu"]) == (
-        "8", "7")
+        "8",
+        "7",
+    )
     dp = f["device_plugin"].values
-    assert dp["unhealthy_devices"] == [{"uuid": uuid, "xid": 79, "resource": "nvidia.com/gpu",
-                                        "reason": "xid", "line": 49, "xid_klass": "hardware",
-                                        "xid_immediate_action": "RESTART_BM"}]
+    assert dp["unhealthy_devices"] == [
+        {
+            "uuid": uuid,
+            "xid": 79,
+            "resource": "nvidia.com/gpu",
+            "reason": "xid",
+            "line": 49,
+            "xid_klass": "hardware",
+            "xid_immediate_action": "RESTART_BM",
+        }
+    ]
     assert dp["unhealthy_xids"] == [79] and dp["pod_found"]
     assert f["kubelet"].values["lines_for_pod"] == 4
     # cross-group (kernel, gpus and node groups are owned by others)
@@ -180,5 +208,6 @@ def test_lost_xid79() -> None:
 def test_scenarios_are_package_data() -> None:
     root = Path(scenario_path("lost-xid79")).parent
     assert (root / "__init__.py").is_file()
-    assert sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")) \
-        == NAMES
+    assert (
+        sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")) == NAMES
+    )

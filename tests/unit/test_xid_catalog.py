@@ -41,28 +41,40 @@ def test_every_code_the_research_notes_list_matches_nvidia(shared_dir: Path) -> 
         assert info.xid154_since == cells[8], code
 
 
-@pytest.mark.parametrize(("code", "mnemonic", "klass", "immediate", "skips"), [
-    (13, "ROBUST_CHANNEL_GR_EXCEPTION / ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY", "application",
-     "RESTART_APP", True),
-    (31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "application", "RESTART_APP", True),
-    (43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "application", "IGNORE", True),
-    (45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "sympathetic", "WORKFLOW_XID_45", True),
-    (48, "ROBUST_CHANNEL_GPU_ECC_DBE", "memory", "WORKFLOW_XID_48", False),
-    (63, "INFOROM_DRAM_RETIREMENT_EVENT", "memory", "IGNORE", False),
-    (64, "INFOROM_DRAM_RETIREMENT_FAILURE", "memory", "RESET_GPU", False),
-    (74, "NVLINK_ERROR", "nvlink", "WORKFLOW_NVLINK_ERR", False),
-    (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "hardware", "RESTART_BM", False),
-    (92, "EXCESSIVE_SBE_INTERRUPTS", "memory", "IGNORE", False),
-    (94, "ROBUST_CHANNEL_CONTAINED_ERROR", "memory", "RESTART_APP", False),
-    (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "memory", "RESET_GPU", False),
-    (119, "GSP_RPC_TIMEOUT", "firmware", "RESET_GPU", False),
-    (154, "GPU_RECOVERY_ACTION_CHANGED", "informational", "XID_154", False),
-])
+@pytest.mark.parametrize(
+    ("code", "mnemonic", "klass", "immediate", "skips"),
+    [
+        (
+            13,
+            "ROBUST_CHANNEL_GR_EXCEPTION / ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY",
+            "application",
+            "RESTART_APP",
+            True,
+        ),
+        (31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "application", "RESTART_APP", True),
+        (43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "application", "IGNORE", True),
+        (45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "sympathetic", "WORKFLOW_XID_45", True),
+        (48, "ROBUST_CHANNEL_GPU_ECC_DBE", "memory", "WORKFLOW_XID_48", False),
+        (63, "INFOROM_DRAM_RETIREMENT_EVENT", "memory", "IGNORE", False),
+        (64, "INFOROM_DRAM_RETIREMENT_FAILURE", "memory", "RESET_GPU", False),
+        (74, "NVLINK_ERROR", "nvlink", "WORKFLOW_NVLINK_ERR", False),
+        (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "hardware", "RESTART_BM", False),
+        (92, "EXCESSIVE_SBE_INTERRUPTS", "memory", "IGNORE", False),
+        (94, "ROBUST_CHANNEL_CONTAINED_ERROR", "memory", "RESTART_APP", False),
+        (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "memory", "RESET_GPU", False),
+        (119, "GSP_RPC_TIMEOUT", "firmware", "RESET_GPU", False),
+        (154, "GPU_RECOVERY_ACTION_CHANGED", "informational", "XID_154", False),
+    ],
+)
 def test_spot_checks(code: int, mnemonic: str, klass: str, immediate: str, skips: bool) -> None:
     info = catalog.lookup(code)
     assert info is not None
     assert (info.mnemonic, info.klass, info.immediate, info.plugin_skips) == (
-        mnemonic, klass, immediate, skips)
+        mnemonic,
+        klass,
+        immediate,
+        skips,
+    )
     assert info.action and info.source.startswith("NV-cat")
 
 
@@ -123,24 +135,34 @@ def test_explain_xid_joins_catalog_and_buckets() -> None:
     assert explain_xid(500) is None
 
 
-@pytest.mark.parametrize(("value", "name"), [
-    (0, "None"), (1, "GPU Reset Required"), (2, "Node Reboot Required"), (3, "Drain P2P"),
-    (4, "Drain and Reset"), (99, ""),
-])
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        (0, "None"),
+        (1, "GPU Reset Required"),
+        (2, "Node Reboot Required"),
+        (3, "Drain P2P"),
+        (4, "Drain and Reset"),
+        (99, ""),
+    ],
+)
 def test_recovery_action_names(value: int, name: str) -> None:
     assert catalog.recovery_action_name(value) == name
 
 
-@pytest.mark.parametrize(("code", "klass", "fatal"), [
-    (20034, "potentially-fatal", False),
-    (12028, "non-fatal", False),
-    (20009, "non-fatal", False),
-    (24007, "potentially-fatal", False),
-    (12020, "always-fatal", True),
-    (22003, "always-fatal", True),
-    (23017, "always-fatal", True),
-    (19084, "always-fatal", True),
-])
+@pytest.mark.parametrize(
+    ("code", "klass", "fatal"),
+    [
+        (20034, "potentially-fatal", False),
+        (12028, "non-fatal", False),
+        (20009, "non-fatal", False),
+        (24007, "potentially-fatal", False),
+        (12020, "always-fatal", True),
+        (22003, "always-fatal", True),
+        (23017, "always-fatal", True),
+        (19084, "always-fatal", True),
+    ],
+)
 def test_sxid_classes(code: int, klass: str, fatal: bool) -> None:
     info = catalog.lookup_sxid(code)
     assert info is not None

@@ -31,9 +31,16 @@ class ChoiceScreen(ModalScreen[Choice | None]):
         Binding("escape", "dismiss_none", "Cancel"),
     ]
 
-    def __init__(self, title: str, prompt: str, choices: tuple[Choice, ...], *,
-                 taken: int | None = None, proposed: int | None = None,
-                 help: str = "") -> None:
+    def __init__(
+        self,
+        title: str,
+        prompt: str,
+        choices: tuple[Choice, ...],
+        *,
+        taken: int | None = None,
+        proposed: int | None = None,
+        help: str = "",
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.prompt = prompt
@@ -48,18 +55,23 @@ class ChoiceScreen(ModalScreen[Choice | None]):
             yield Static(Content(inert(self.prompt)), id="choice-prompt")
             if self.help:
                 yield Static(Content.styled(inert(self.help), "$text-muted"), id="choice-help")
-            yield OptionList(*[self._option(i, c) for i, c in enumerate(self.choices)],
-                             id="choice-list")
+            yield OptionList(
+                *[self._option(i, c) for i, c in enumerate(self.choices)], id="choice-list"
+            )
         yield Footer()
 
     def _option(self, index: int, choice: Choice) -> Option:
-        marks = [word for word, at in (("taken", self.taken), ("engine", self.proposed))
-                 if at == index]
-        return Option(Content.assemble(
-            (inert_line(choice.label), "bold"),
-            ("  → " + inert_line(walkstate.short_target(choice.target)), "$text-muted"),
-            (f"  ({', '.join(marks)})" if marks else "", "$accent"),
-        ), id=f"choice-{index}")
+        marks = [
+            word for word, at in (("taken", self.taken), ("engine", self.proposed)) if at == index
+        ]
+        return Option(
+            Content.assemble(
+                (inert_line(choice.label), "bold"),
+                ("  → " + inert_line(walkstate.short_target(choice.target)), "$text-muted"),
+                (f"  ({', '.join(marks)})" if marks else "", "$accent"),
+            ),
+            id=f"choice-{index}",
+        )
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)

@@ -33,8 +33,7 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(Content.styled(self.title_text, "bold"), classes="dialog-title")
             yield Static(Content.styled(inert_line(self.command), "bold"), id="confirm-command")
             if self.detail:
-                yield Static(Content.styled(inert(self.detail), "$text-muted"),
-                             id="confirm-detail")
+                yield Static(Content.styled(inert(self.detail), "$text-muted"), id="confirm-detail")
             yield Static(Content.styled("y: copy it    n / esc: cancel", "$text-muted"))
         yield Footer()
 

@@ -27,8 +27,9 @@ class ErrorScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="error-dialog", classes="dialog"):
-            yield Static(Content.styled(inert(self.title_text), "bold $error"),
-                         classes="dialog-title")
+            yield Static(
+                Content.styled(inert(self.title_text), "bold $error"), classes="dialog-title"
+            )
             yield Static(Content(inert(self.message)), id="error-message")
         yield Footer()
 

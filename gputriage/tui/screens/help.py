@@ -29,21 +29,30 @@ _COLUMN = 37
 
 
 def help_content() -> Content:
-    parts: list[str | tuple[str, str]] = [("Keys", "bold underline"),
-                                          ("  (: the palette lists them with more words)",
-                                           "$text-muted"), "\n"]
-    rows = [(b.key_display or b.key, b.description)
-            for b in TRIAGE_BINDINGS if isinstance(b, Binding) and b.action not in _MERGED]
-    rows += [("[ ]", "Previous / next tab"), ("↑/↓ j/k", "Move along the walk"),
-             ("enter", "Open an evidence row"), ("w", "Wrap in a row"),
-             ("ctrl+s", "Save a note"), ("esc", "Close a dialog")]
+    parts: list[str | tuple[str, str]] = [
+        ("Keys", "bold underline"),
+        ("  (: the palette lists them with more words)", "$text-muted"),
+        "\n",
+    ]
+    rows = [
+        (b.key_display or b.key, b.description)
+        for b in TRIAGE_BINDINGS
+        if isinstance(b, Binding) and b.action not in _MERGED
+    ]
+    rows += [
+        ("[ ]", "Previous / next tab"),
+        ("↑/↓ j/k", "Move along the walk"),
+        ("enter", "Open an evidence row"),
+        ("w", "Wrap in a row"),
+        ("ctrl+s", "Save a note"),
+        ("esc", "Close a dialog"),
+    ]
     for i in range(0, len(rows), 2):
-        for keys, what in rows[i:i + 2]:
+        for keys, what in rows[i : i + 2]:
             parts += [(f"  {keys:<9}", "bold $accent"), f"{what:<{_COLUMN - 11}}"]
         parts.append("\n")
     parts += ["\n", ("Walk path", "bold underline"), "\n"]
-    legend = [*((glyph, outcome.value) for outcome, glyph in GLYPHS.items()),
-              ("⚑", "the verdict")]
+    legend = [*((glyph, outcome.value) for outcome, glyph in GLYPHS.items()), ("⚑", "the verdict")]
     for glyph, meaning in legend:
         parts += [(f"  {glyph:<3}", "bold $accent"), f"{meaning:<14}"]
     parts += ["\n\n", ("Panels", "bold underline"), "\n", PANELS]

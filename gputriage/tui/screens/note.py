@@ -31,8 +31,11 @@ class NoteScreen(ModalScreen[str | None]):
             about = f" about {inert_line(self.step)}" if self.step else ""
             yield Static(Content.styled(f"Note{about}", "bold"), classes="dialog-title")
             yield TextArea(id="note-text", soft_wrap=True, show_line_numbers=False)
-            yield Static(Content.styled("ctrl+s saves · esc cancels · notes go into the "
-                                        "exported summary", "$text-muted"))
+            yield Static(
+                Content.styled(
+                    "ctrl+s saves · esc cancels · notes go into the exported summary", "$text-muted"
+                )
+            )
         yield Footer()
 
     def on_mount(self) -> None:

@@ -29,41 +29,102 @@ from gputriage.tui.widgets.walk_path import WalkPath
 TRIAGE_BINDINGS: list[BindingType] = [
     Binding("enter", "app.follow", "Follow", priority=True, tooltip="Take the proposed branch"),
     Binding("o", "app.override", "Override", tooltip="Take another branch at this step"),
-    Binding("b,escape", "app.go_back", "Back", key_display="b",
-            tooltip="Go back one step, undoing the override made there (esc also closes "
-                    "the filter)"),
-    Binding("c", "app.copy", "Copy", tooltip="Copy the highlighted fix command (asks first "
-            "when it changes state)"),
+    Binding(
+        "b,escape",
+        "app.go_back",
+        "Back",
+        key_display="b",
+        tooltip="Go back one step, undoing the override made there (esc also closes the filter)",
+    ),
+    Binding(
+        "c",
+        "app.copy",
+        "Copy",
+        tooltip="Copy the highlighted fix command (asks first when it changes state)",
+    ),
     Binding("e", "app.export", "Export", tooltip="Write the incident summary (.md and .json)"),
-    Binding("f", "app.zoom('fix')", "Fix", tooltip="Every fix command on the whole screen "
-            "(again or esc to return)"),
-    Binding("v", "app.view_row", "View", tooltip="Read the highlighted evidence row whole "
-            "(enter or space on a row too)"),
-    Binding("1", "app.tab_number(1)", "Tabs", key_display="1-9",
-            tooltip="Evidence tab by number, or the next one ([ the previous one)"),
+    Binding(
+        "f",
+        "app.zoom('fix')",
+        "Fix",
+        tooltip="Every fix command on the whole screen (again or esc to return)",
+    ),
+    Binding(
+        "v",
+        "app.view_row",
+        "View",
+        tooltip="Read the highlighted evidence row whole (enter or space on a row too)",
+    ),
+    Binding(
+        "1",
+        "app.tab_number(1)",
+        "Tabs",
+        key_display="1-9",
+        tooltip="Evidence tab by number, or the next one ([ the previous one)",
+    ),
     Binding("question_mark", "app.help", "Help", key_display="?", tooltip="Keys and legend"),
     Binding("q", "app.quit", "Quit", tooltip="Leave gputriage"),
     Binding("a", "app.answer", "Answer", tooltip="Answer the question the walk waits on"),
-    Binding("z", "app.zoom('step')", "Zoom", tooltip="The step or verdict on the whole screen "
-            "(again or esc to return)"),
-    Binding("right_square_bracket", "app.next_tab(1)", "Next tab", key_display="]", show=False,
-            tooltip="The evidence tab to the right"),
-    Binding("x", "app.toggle_differential", "Expand",
-            tooltip="Show or hide the evidence behind the other findings at the verdict"),
+    Binding(
+        "z",
+        "app.zoom('step')",
+        "Zoom",
+        tooltip="The step or verdict on the whole screen (again or esc to return)",
+    ),
+    Binding(
+        "right_square_bracket",
+        "app.next_tab(1)",
+        "Next tab",
+        key_display="]",
+        show=False,
+        tooltip="The evidence tab to the right",
+    ),
+    Binding(
+        "x",
+        "app.toggle_differential",
+        "Expand",
+        tooltip="Show or hide the evidence behind the other findings at the verdict",
+    ),
     Binding("n", "app.note", "Note", tooltip="Write a note (saved at once)"),
-    Binding("r", "app.refresh", "Refresh",
-            tooltip="Collect again: node-side evidence when live (the watch follows the rest), "
-                    "every source for a bundle"),
-    Binding("slash", "app.filter", "Filter", key_display="/",
-            tooltip="Filter the rows of the evidence tabs"),
-    Binding("left_square_bracket", "app.next_tab(-1)", "Previous tab", key_display="[",
-            show=False, tooltip="The evidence tab to the left"),
-    Binding("C", "app.copy_read_only", "Copy read-only", show=False,
-            tooltip="Copy every read-only command of the fix"),
-    Binding("N", "app.triage_node", "Triage node", show=False,
-            tooltip="Walk the node this verdict blames (gputriage node)"),
-    Binding("colon", "app.command_palette", "Palette", key_display=":",
-            tooltip="Every action by name"),
+    Binding(
+        "r",
+        "app.refresh",
+        "Refresh",
+        tooltip="Collect again: node-side evidence when live (the watch follows the rest), "
+        "every source for a bundle",
+    ),
+    Binding(
+        "slash",
+        "app.filter",
+        "Filter",
+        key_display="/",
+        tooltip="Filter the rows of the evidence tabs",
+    ),
+    Binding(
+        "left_square_bracket",
+        "app.next_tab(-1)",
+        "Previous tab",
+        key_display="[",
+        show=False,
+        tooltip="The evidence tab to the left",
+    ),
+    Binding(
+        "C",
+        "app.copy_read_only",
+        "Copy read-only",
+        show=False,
+        tooltip="Copy every read-only command of the fix",
+    ),
+    Binding(
+        "N",
+        "app.triage_node",
+        "Triage node",
+        show=False,
+        tooltip="Walk the node this verdict blames (gputriage node)",
+    ),
+    Binding(
+        "colon", "app.command_palette", "Palette", key_display=":", tooltip="Every action by name"
+    ),
     Binding("t", "app.next_theme", "Next theme", show=False, tooltip="Switch to the next theme"),
 ]
 
@@ -81,8 +142,7 @@ class TriageScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         # Built with its text when the app already handed down a view: the pod header is in
         # the very first frame rather than one refresh later.
-        yield TargetHeader(header_content(self.view) if self.view is not None else "",
-                           id="header")
+        yield TargetHeader(header_content(self.view) if self.view is not None else "", id="header")
         with Horizontal(id="top"):
             yield WalkPath(id="walk")
             with Vertical(id="detail"):
@@ -98,8 +158,10 @@ class TriageScreen(Screen[None]):
     COMPACT_WIDTH, COMPACT_HEIGHT = 100, 32
 
     def on_resize(self) -> None:
-        self.set_class(self.size.width < self.COMPACT_WIDTH
-                       or self.size.height < self.COMPACT_HEIGHT, "-compact")
+        self.set_class(
+            self.size.width < self.COMPACT_WIDTH or self.size.height < self.COMPACT_HEIGHT,
+            "-compact",
+        )
 
     def on_mount(self) -> None:
         for selector, title in (("#walk", "Walk"), ("#step", "Step"), ("#fix", "Fix")):

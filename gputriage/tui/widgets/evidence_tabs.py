@@ -67,8 +67,9 @@ class EvidenceTabs(Vertical):
             for spec in TABS:
                 with TabPane(spec.title, id=f"tab-{spec.id}"):
                     yield Static(id=f"note-{spec.id}", classes="tab-note")
-                    yield EvidenceTable(id=f"table-{spec.id}", cursor_type="row",
-                                        zebra_stripes=True)
+                    yield EvidenceTable(
+                        id=f"table-{spec.id}", cursor_type="row", zebra_stripes=True
+                    )
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -123,8 +124,12 @@ class EvidenceTabs(Vertical):
         title = next(spec.title for spec in TABS if spec.id == tab)
         evidence = self.view.evidence if self.view is not None else None
         assert evidence is not None
-        return row_detail(f"{title}: row {index + 1} of {len(data.rows)}", data.columns,
-                          data.rows[index], evidence)
+        return row_detail(
+            f"{title}: row {index + 1} of {len(data.rows)}",
+            data.columns,
+            data.rows[index],
+            evidence,
+        )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -80,8 +80,7 @@ class FixPanel(Vertical):
     @property
     def read_only_commands(self) -> tuple[str, ...]:
         """Every command shown that changes nothing: what ``C`` copies."""
-        return tuple(c for c, r in zip(self.commands, self.records, strict=True)
-                     if not r.mutates)
+        return tuple(c for c, r in zip(self.commands, self.records, strict=True) if not r.mutates)
 
     def watch_view(self, view: TriageView | None) -> None:
         if view is None or not self.is_mounted:
@@ -93,22 +92,29 @@ class FixPanel(Vertical):
         records = tuple(r for f in findings for r in f.fix.command_records() if r.text)
         commands = tuple(inert_line(r.text) for r in records)
         if not findings:
-            head.update(Content.styled("Fix: reach a verdict to see what to do.",
-                                       "$text-muted"))
+            head.update(Content.styled("Fix: reach a verdict to see what to do.", "$text-muted"))
             text.update("")
         else:
             label = "Fix" if view.at_verdict else "Fix (proposed: follow the walk to confirm)"
-            head.update(Content.assemble((label, "bold"), (_commands_hint(len(commands)),
-                                                          "$text-muted")))
+            head.update(
+                Content.assemble((label, "bold"), (_commands_hint(len(commands)), "$text-muted"))
+            )
             text.update(Content.assemble(*_summaries(findings)[1:]))
         if commands != self.commands or records != self.records:
             self.commands = commands
             self.records = records
             options = self.query_one(CommandList)
-            options.set_options([Option(Content.assemble(
-                ("! ", "bold $warning") if r.mutates else ("$ ", "$text-muted"),
-                (c, "bold $warning" if r.mutates else "bold")))
-                for c, r in zip(commands, records, strict=True)])
+            options.set_options(
+                [
+                    Option(
+                        Content.assemble(
+                            ("! ", "bold $warning") if r.mutates else ("$ ", "$text-muted"),
+                            (c, "bold $warning" if r.mutates else "bold"),
+                        )
+                    )
+                    for c, r in zip(commands, records, strict=True)
+                ]
+            )
             options.display = bool(commands)
             if commands:
                 options.highlighted = 0
@@ -116,8 +122,9 @@ class FixPanel(Vertical):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         record = self.records[event.option_index]
-        self.post_message(self.CommandChosen(self.commands[event.option_index], record.mutates,
-                                             record.why))
+        self.post_message(
+            self.CommandChosen(self.commands[event.option_index], record.mutates, record.why)
+        )
 
 
 def _summaries(findings: list[Finding]) -> list[str | tuple[str, str]]:

@@ -38,8 +38,9 @@ MAX_NAMED = 4
 
 def status_content(view: TriageView, frame: int) -> Content:
     spin = SPINNER[frame % len(SPINNER)]
-    ok = sum(1 for e in view.evidence.values() if e.status is Status.OK
-             and e.key not in view.pending)
+    ok = sum(
+        1 for e in view.evidence.values() if e.status is Status.OK and e.key not in view.pending
+    )
     total = len(set(view.evidence) | view.pending)
     parts: list[str | tuple[str, str]] = [("Sources ", "bold"), (f"{ok}/{total} ok", "bold")]
     for key in sorted(view.pending):
@@ -62,21 +63,28 @@ def status_content(view: TriageView, frame: int) -> Content:
         reason = inert_line(ev.detail)
         if len(reason) > MAX_REASON:
             reason = reason[: MAX_REASON - 1] + "…"
-        parts += ["  ", (f"{mark} {key.value}", style),
-                  (f" (failed: {ev.status.value}: {reason})" if reason
-                   else f" (failed: {ev.status.value})", "$text-muted")]
+        parts += [
+            "  ",
+            (f"{mark} {key.value}", style),
+            (
+                f" (failed: {ev.status.value}: {reason})"
+                if reason
+                else f" (failed: {ev.status.value})",
+                "$text-muted",
+            ),
+        ]
     for label, names in (("not applicable", not_applicable), ("not collected", unavailable)):
         if names:
             mark, style = STATUS_MARKS[Status.UNAVAILABLE]
-            shown = (", ".join(names) if len(names) <= MAX_NAMED
-                     else f"{len(names)} sources")
+            shown = ", ".join(names) if len(names) <= MAX_NAMED else f"{len(names)} sources"
             parts += ["  ", (f"{mark} {label}: {shown}", style)]
     if view.live:
         parts += ["  ", ("● live", "bold $success")]
         if view.changed:
             stamps = ", ".join(
                 f"{key.value} {time.strftime('%H:%M:%S', time.localtime(when))}"
-                for key, when in sorted(view.changed.items(), key=lambda kv: kv[1]))
+                for key, when in sorted(view.changed.items(), key=lambda kv: kv[1])
+            )
             parts += [("  changed since launch: ", "$text-muted"), (stamps, "bold $warning")]
     if failed and not view.pending:
         parts += ["  ", ("r (or a click here) retries", "bold $accent")]

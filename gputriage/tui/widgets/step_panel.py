@@ -46,28 +46,44 @@ def cited_lines(refs: Iterable[LineRef]) -> list[Part]:
     parts: list[Part] = []
     for ref in refs:
         where = f"{ref.source}:{ref.line}" if ref.line else ref.source
-        parts += ["\n  ", (inert_line(where), "$text-muted"), "  ",
-                  (inert_line(ref.text), "bold $text-warning on $warning-muted")]
+        parts += [
+            "\n  ",
+            (inert_line(where), "$text-muted"),
+            "  ",
+            (inert_line(ref.text), "bold $text-warning on $warning-muted"),
+        ]
     return parts
 
 
 def step_content(view: TriageView, visit: Visit, transcript: Transcript) -> Content:
     n = len(transcript.visits)
     parts: list[Part] = [
-        (f"Step {view.cursor + 1} of {n} · {inert_line(visit.ref)} · "
-         f"{OUTCOME_WORDS[visit.outcome]}", "$text-muted"),
+        (
+            f"Step {view.cursor + 1} of {n} · {inert_line(visit.ref)} · "
+            f"{OUTCOME_WORDS[visit.outcome]}",
+            "$text-muted",
+        ),
         "\n",
         (inert_line(visit.prompt or visit.ref), "bold"),
         "\n",
     ]
     if view.cursor == 0 and transcript.entry_reason:
-        parts += [("Entered    ", "bold"),
-                  inert_line(f"{transcript.entry}, because {transcript.entry_reason}"), "\n"]
+        parts += [
+            ("Entered    ", "bold"),
+            inert_line(f"{transcript.entry}, because {transcript.entry_reason}"),
+            "\n",
+        ]
     target = walkstate.describe_target(visit.target, transcript)
     if visit.outcome is Outcome.OVERRIDE:
         proposed = walkstate.describe_target(visit.proposed, transcript)
-        parts += [("Taken      ", "bold $warning"), inert_line(target), "\n",
-                  ("Engine     ", "bold"), inert_line(proposed), "\n"]
+        parts += [
+            ("Taken      ", "bold $warning"),
+            inert_line(target),
+            "\n",
+            ("Engine     ", "bold"),
+            inert_line(proposed),
+            "\n",
+        ]
     elif visit.outcome is Outcome.WAITING:
         parts += [("Waiting    ", "bold $accent"), "press a to answer:"]
         parts += [f"\n  • {inert_line(c.label)}" for c in visit.choices]
@@ -81,8 +97,7 @@ def step_content(view: TriageView, visit: Visit, transcript: Transcript) -> Cont
     if visit.citations:
         parts += [("Evidence", "bold"), *cited_lines(visit.citations), "\n"]
     if visit.unknown_facts:
-        parts += [("Unknown    ", "bold $warning"),
-                  inert_line(", ".join(visit.unknown_facts))]
+        parts += [("Unknown    ", "bold $warning"), inert_line(", ".join(visit.unknown_facts))]
         parts += [*_unknown_reasons(view, visit.unknown_facts), "\n"]
     if len(visit.choices) > 1 and not walkstate.is_ask(visit):
         parts += [(f"{len(visit.choices)} branches: o takes another.", "$text-muted")]
@@ -108,8 +123,9 @@ def finding_parts(finding: Finding) -> list[Part]:
         (inert_line(finding.id), "$text-muted"),
     ]
     if finding.playbook or finding.step:
-        parts.append((f"  (from {inert_line(finding.playbook)}/{inert_line(finding.step)})",
-                      "$text-muted"))
+        parts.append(
+            (f"  (from {inert_line(finding.playbook)}/{inert_line(finding.step)})", "$text-muted")
+        )
     parts += ["\n\n", inert(finding.summary)]
     if finding.collect_next:
         parts += ["\n\n", ("Collect next", "bold underline")]
@@ -125,8 +141,12 @@ def finding_parts(finding: Finding) -> list[Part]:
 def alternative_parts(alt: Alternative, open_: bool) -> list[Part]:
     """One other finding: id, title, how sure, why; its evidence when the list is open."""
     severity = alt.severity.lower()
-    parts: list[Part] = ["\n  • ", (inert_line(alt.id), SEVERITY_STYLES.get(severity, "bold")),
-                         "  ", inert_line(alt.title)]
+    parts: list[Part] = [
+        "\n  • ",
+        (inert_line(alt.id), SEVERITY_STYLES.get(severity, "bold")),
+        "  ",
+        inert_line(alt.title),
+    ]
     if alt.confidence:
         parts.append((f"  [{inert_line(alt.confidence)}]", "$text-muted"))
     if alt.because:
@@ -142,17 +162,22 @@ def alternative_parts(alt: Alternative, open_: bool) -> list[Part]:
 
 
 def differential_parts(transcript: Transcript, open_: bool) -> list[Part]:
-    """"Also consistent" and "ruled out" beside the verdict (``x`` opens their evidence)."""
+    """ "Also consistent" and "ruled out" beside the verdict (``x`` opens their evidence)."""
     parts: list[Part] = []
     if transcript.confidence:
         parts += ["\n\n", ("Confidence ", "bold"), inert_line(transcript.confidence)]
     hint = "x hides their evidence" if open_ else "x shows their evidence"
-    for label, alts in (("Also consistent", transcript.consistent),
-                        ("Ruled out", transcript.ruled_out)):
+    for label, alts in (
+        ("Also consistent", transcript.consistent),
+        ("Ruled out", transcript.ruled_out),
+    ):
         if not alts:
             continue
-        parts += ["\n\n", (f"{label} ({len(alts)})", "bold underline"),
-                  (f"  {hint}", "$text-muted")]
+        parts += [
+            "\n\n",
+            (f"{label} ({len(alts)})", "bold underline"),
+            (f"  {hint}", "$text-muted"),
+        ]
         for alt in alts:
             parts += alternative_parts(alt, open_)
     return parts
@@ -170,8 +195,9 @@ def verdict_content(transcript: Transcript, differential_open: bool = False) -> 
 def panel_content(view: TriageView) -> Content:
     t = view.transcript
     if t is None:  # the verdict's skeleton: what the panel will hold, and what it waits for
-        return Content.assemble(("Verdict", "bold"), ("  ·  not yet", "$text-muted"), "\n",
-                                inert_line(view.walk_status))
+        return Content.assemble(
+            ("Verdict", "bold"), ("  ·  not yet", "$text-muted"), "\n", inert_line(view.walk_status)
+        )
     if view.at_verdict:
         return verdict_content(t, view.differential_open)
     visit = view.visit

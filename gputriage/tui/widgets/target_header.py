@@ -13,14 +13,20 @@ from gputriage.tui.view import TriageView, gpu_request, pod_state_words
 
 def header_content(view: TriageView) -> Content:
     target = view.facts.target if view.facts is not None else None
-    pod = (f"{target.namespace}/{target.pod}" if target is not None and target.pod
-           else view.target_hint or "…")
-    node = (view.pod_value("node") or (target.node if target is not None else "")
-            or "not scheduled")
+    pod = (
+        f"{target.namespace}/{target.pod}"
+        if target is not None and target.pod
+        else view.target_hint or "…"
+    )
+    node = view.pod_value("node") or (target.node if target is not None else "") or "not scheduled"
     phase = str(view.pod_value("phase") or "")
-    state = pod_state_words(phase, str(view.pod_value("reason") or ""),
-                            view.pod_value("containers"), bool(view.pod_value("deleting")),
-                            view.pod_value("conditions") or ())
+    state = pod_state_words(
+        phase,
+        str(view.pod_value("reason") or ""),
+        view.pod_value("containers"),
+        bool(view.pod_value("deleting")),
+        view.pod_value("conditions") or (),
+    )
     healthy = phase in ("Running", "Succeeded") and state == phase
     return Content.assemble(
         (inert_line(pod), "bold"),

@@ -74,25 +74,37 @@ def hanging(head: Content, body: Content, width: int | None) -> Content:
 def visit_option(index: int, visit: Visit, ahead: bool, width: int | None = None) -> Option:
     style = "$text-muted" if ahead else ""
     glyph_style = "bold $warning" if visit.outcome is Outcome.OVERRIDE else "bold $accent"
-    head = Content.assemble((f"{index + 1:>2} ", style),
-                            (GLYPHS[visit.outcome], "$text-muted" if ahead else glyph_style),
-                            " ")
+    head = Content.assemble(
+        (f"{index + 1:>2} ", style),
+        (GLYPHS[visit.outcome], "$text-muted" if ahead else glyph_style),
+        " ",
+    )
     prompt = Content.styled(inert_line(visit.prompt or visit.ref), style or "bold")
-    branch = Content.styled(inert_line(branch_words(visit)),
-                            "$text-muted" if ahead else "italic")
-    return Option(Content("\n").join([hanging(head, prompt, width),
-                                      hanging(Content(" " * STEP_INDENT), branch, width)]),
-                  id=f"step-{index}")
+    branch = Content.styled(inert_line(branch_words(visit)), "$text-muted" if ahead else "italic")
+    return Option(
+        Content("\n").join(
+            [hanging(head, prompt, width), hanging(Content(" " * STEP_INDENT), branch, width)]
+        ),
+        id=f"step-{index}",
+    )
 
 
 def verdict_option(transcript: Transcript, ahead: bool, width: int | None = None) -> Option:
     label = "undetermined" if transcript.undetermined else "verdict"
-    lines = [Content.assemble(("   ⚑ ", "$text-muted" if ahead else "bold $error"),
-                              (label, "$text-muted" if ahead else "bold"))]
+    lines = [
+        Content.assemble(
+            ("   ⚑ ", "$text-muted" if ahead else "bold $error"),
+            (label, "$text-muted" if ahead else "bold"),
+        )
+    ]
     for f in transcript.findings:  # one per line: finding ids are long
-        lines.append(hanging(Content(" " * FINDING_INDENT),
-                             Content.styled(inert_line(f.id),
-                                            "$text-muted" if ahead else "bold $error"), width))
+        lines.append(
+            hanging(
+                Content(" " * FINDING_INDENT),
+                Content.styled(inert_line(f.id), "$text-muted" if ahead else "bold $error"),
+                width,
+            )
+        )
     return Option(Content("\n").join(lines), id="verdict")
 
 
@@ -135,13 +147,13 @@ class WalkPath(OptionList, inherit_bindings=False):
         t = view.transcript
         options: list[Option] = []
         if t is not None:
-            options = [visit_option(i, v, i > view.cursor, width)
-                       for i, v in enumerate(t.visits)]
+            options = [visit_option(i, v, i > view.cursor, width) for i, v in enumerate(t.visits)]
             if t.findings and t.question is None:
                 options.append(verdict_option(t, view.cursor < len(t.visits), width))
         if not options:
-            options = [Option(Content(inert_line(view.walk_status) or "no walk yet"),
-                              disabled=True)]
+            options = [
+                Option(Content(inert_line(view.walk_status) or "no walk yet"), disabled=True)
+            ]
         self.set_options(options)
         if t is not None and options and not options[0].disabled:
             self.highlighted = min(view.cursor, len(options) - 1)
