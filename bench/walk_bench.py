@@ -66,9 +66,9 @@ def full_walk(lab: Lab, books: Any) -> float:
     return time.perf_counter() - start
 
 
-def single_key(lab: Lab, key: Any) -> float:
+def single_key(lab: Lab, key: Any) -> float | None:
     from gputriage.evidence.broker import Broker
-    from gputriage.evidence.model import Key
+    from gputriage.evidence.model import Key, Status
     from gputriage.evidence.sources import NODE_KEYS
 
     start = time.perf_counter()
@@ -88,6 +88,8 @@ def single_key(lab: Lab, key: Any) -> float:
                 OnlyKeys(broker.cluster, (key,)), (), timeout=broker.timeout, node_keys=()
             )
         evidence = asyncio.run(narrowed.gather())
+        if evidence[key].status is Status.UNAVAILABLE:
+            return None  # does not apply to this target (job pods of a plain pod...)
         if not evidence[key].ok:
             raise RuntimeError(
                 f"{key.value} alone: {evidence[key].status.value}: {evidence[key].detail}"
@@ -110,7 +112,9 @@ def measure(lab: Lab, runs: int, progress: Callable[[str], None] = lambda s: Non
 
     singles: dict[Key, float] = {}
     for key in (*CLUSTER_KEYS, *NODE_KEYS):
-        singles[key] = median(single_key(lab, key) for _ in range(runs))
+        times = [single_key(lab, key) for _ in range(runs)]
+        if all(t is not None for t in times):
+            singles[key] = median(t for t in times if t is not None)
     slowest = max(singles, key=lambda k: singles[k])
     note = (
         f"median of {runs}; {len(singles) + 1} keys; slowest alone: {slowest.value} "
