@@ -470,6 +470,19 @@ class SshLab:
 
     # -- the node's fixture tools and data ---------------------------------------------------
 
+    def cli_flags(self, kubeconfig: Path, namespace: str = "ml") -> list[str]:
+        """Command-line flags for a kubeconfig and this lab's ssh_config and known_hosts."""
+        return [
+            "-n",
+            namespace,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--ssh-config",
+            str(self.config),
+            "--known-hosts",
+            str(self.known_hosts),
+        ]
+
     def reset_node(self) -> None:
         """(Re)write every fixture tool and fixture file."""
         for name, body in TOOLS.items():

@@ -47,19 +47,6 @@ def only_candidate_lost_a_gpu(cl: Cluster) -> None:
     cl.add(pod, c.event(pod, "FailedScheduling", message, count=5, minutes=12))
 
 
-def _flags(lab: SshLab, kubeconfig: Path) -> list[str]:
-    return [
-        "-n",
-        "ml",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--ssh-config",
-        str(lab.config),
-        "--known-hosts",
-        str(lab.known_hosts),
-    ]
-
-
 @pytest.fixture
 def kube_cluster() -> Cluster:
     cl = c.gpu_cluster()
@@ -72,7 +59,7 @@ def test_pending_pod_is_diagnosed_from_its_candidate_node(
 ) -> None:
     require_tool("sshd", "/usr/sbin/sshd")
     with SshLab(tmp_path / "ssh") as lab:
-        flags = _flags(lab, kubeconfig)
+        flags = lab.cli_flags(kubeconfig)
         live = tmp_path / "live.json"
         rc_live = main([PENDING, *flags, "--report", "json", "-o", str(live)])
         bundle = tmp_path / "bundle"
@@ -127,7 +114,16 @@ def test_nodes_zero_reads_no_candidate(kube_api: KubeAPI, kubeconfig: Path, tmp_
     with SshLab(tmp_path / "ssh") as lab:
         out = tmp_path / "r.json"
         main(
-            [PENDING, *_flags(lab, kubeconfig), "--nodes", "0", "--report", "json", "-o", str(out)]
+            [
+                PENDING,
+                *lab.cli_flags(kubeconfig),
+                "--nodes",
+                "0",
+                "--report",
+                "json",
+                "-o",
+                str(out),
+            ]
         )
         commands = lab.node.commands()
     report = json.loads(out.read_text())

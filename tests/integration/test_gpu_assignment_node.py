@@ -29,23 +29,7 @@ LOST_UUID = "GPU-4a1b7c2e-9d3f-5e6a-8b0c-1d2e3f4a5b6c"
 
 
 def _run(lab: SshLab, kubeconfig: Path, out: Path, pod: str = "trainer-0") -> dict:
-    rc = main(
-        [
-            pod,
-            "-n",
-            "ml",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--ssh-config",
-            str(lab.config),
-            "--known-hosts",
-            str(lab.known_hosts),
-            "--report",
-            "json",
-            "-o",
-            str(out),
-        ]
-    )
+    rc = main([pod, *lab.cli_flags(kubeconfig), "--report", "json", "-o", str(out)])
     assert rc in (0, 3)
     return json.loads(out.read_text())
 

@@ -100,21 +100,7 @@ def test_the_rank_that_failed_first_is_triaged_on_its_node(
     with SshLab(tmp_path / "ssh") as lab:
         out = tmp_path / "r.json"
         rc = main(
-            [
-                "pytorchjob/llama",
-                "-n",
-                "ml",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--ssh-config",
-                str(lab.config),
-                "--known-hosts",
-                str(lab.known_hosts),
-                "--report",
-                "json",
-                "-o",
-                str(out),
-            ]
+            ["pytorchjob/llama", *lab.cli_flags(kubeconfig), "--report", "json", "-o", str(out)]
         )
     report = json.loads(out.read_text())
     assert rc == 0
@@ -144,16 +130,7 @@ def test_collect_and_replay_of_the_job_give_the_same_verdict(
 
     require_tool("sshd", "/usr/sbin/sshd")
     with SshLab(tmp_path / "ssh") as lab:
-        common = [
-            "-n",
-            "ml",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--ssh-config",
-            str(lab.config),
-            "--known-hosts",
-            str(lab.known_hosts),
-        ]
+        common = lab.cli_flags(kubeconfig)
         live = tmp_path / "live.json"
         rc_live = main(["pytorchjob/llama", *common, "--report", "json", "-o", str(live)])
         bundle = tmp_path / "bundle"

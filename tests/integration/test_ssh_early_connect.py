@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,35 +18,12 @@ from gputriage.evidence.broker import Broker
 from gputriage.evidence.model import Evidence, Key, Status
 from gputriage.evidence.sources import NODE_KEYS, NodeQuery
 from gputriage.evidence.ssh import SshNodeSource
-from tests.conftest import require_tool
 from tests.kubeapi import KubeAPI
 from tests.sshd import NODE_NAME, SshLab
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[SshLab]:
-    require_tool("sshd", "/usr/sbin/sshd")
-    require_tool("ssh-keygen")
-    with SshLab(tmp_path / "lab") as lab:
-        yield lab
-
-
-@pytest.fixture
-def dials(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    seen: list[tuple[str, int]] = []
-    real = socket.create_connection
-
-    def guarded(address: tuple[str, int], *args: object, **kw: object) -> socket.socket:
-        seen.append((address[0], int(address[1])))
-        assert address[0] == "127.0.0.1", f"a test tried to dial {address}"
-        return real(address, *args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(socket, "create_connection", guarded)
-    return seen
 
 
 def _wait_for(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
