@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from gputriage.evidence.model import LineRef
 from gputriage.facts.events import summarise
 from gputriage.parsers.journal import parse_kubelet_journal
+from tests.events import event_record
 
 # (id, event reason, message, expected journal signal: kind, resource, requested, available)
 ADMISSION_VARIANTS: list[tuple[str, str, str, dict[str, Any]]] = [
@@ -142,21 +142,6 @@ ADMISSION_VARIANTS: list[tuple[str, str, str, dict[str, Any]]] = [
 ]
 
 
-def _event(reason: str, message: str) -> tuple[dict[str, object], LineRef]:
-    record = {
-        "type": "Warning",
-        "reason": reason,
-        "message": message,
-        "count": 1,
-        "first": "",
-        "last": "",
-        "age": "",
-        "source": "kubelet",
-        "line": 1,
-    }
-    return record, LineRef("events", "events.json", 1, message)
-
-
 def _journal_event(reason: str, message: str, ns: str = "ml", pod: str = "train-0") -> str:
     return (
         "Mar 05 10:12:00 gpu-node-7 kubelet[1234]: I0305 10:12:00.000000    1234 "
@@ -171,7 +156,7 @@ def _journal_event(reason: str, message: str, ns: str = "ml", pod: str = "train-
     ids=[i for i, *_ in ADMISSION_VARIANTS],
 )
 def test_admission_variant(reason: str, message: str, expected: dict[str, Any]) -> None:
-    values, cites = summarise([_event(reason, message)])
+    values, cites = summarise([event_record(reason, message)])
     assert values["admission_errors"] == [message]
     assert cites["admission_errors"][0].line == 1
 
@@ -188,7 +173,11 @@ def test_topology_affinity_reason_of_k8s_1_16() -> None:
     """k8s 1.16 printed the reason with spaces (kubernetes/kubernetes#84869, #83775: STATUS
     column "Topology Affinity Error"); it is an admission rejection whatever the message."""
     values, _ = summarise(
-        [_event("Topology Affinity Error", "Resources cannot be allocated with Topology locality")]
+        [
+            event_record(
+                "Topology Affinity Error", "Resources cannot be allocated with Topology locality"
+            )
+        ]
     )
     assert values["admission_errors"] == ["Resources cannot be allocated with Topology locality"]
 
@@ -199,7 +188,7 @@ def test_scheduling_failure_is_not_an_admission_error() -> None:
         "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes "
         "are available: 1 No preemption victims found for incoming pod.."
     )
-    values, _ = summarise([_event("FailedScheduling", message)])
+    values, _ = summarise([event_record("FailedScheduling", message)])
     assert values["admission_errors"] == []
     assert values["failed_scheduling"] == message
 

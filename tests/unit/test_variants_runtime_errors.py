@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from gputriage.evidence.model import LineRef
 from gputriage.facts.events import summarise
 from gputriage.parsers.journal import parse_kubelet_journal
 from gputriage.parsers.runtime_errors import (
@@ -25,6 +24,7 @@ from gputriage.parsers.runtime_errors import (
     hook_errors,
     missing_runtime_handler,
 )
+from tests.events import event_record
 
 # --- missing runtime handler: (id, event reason, message, handler) -----------------------------
 HANDLER_VARIANTS: list[tuple[str, str, str, str]] = [
@@ -361,21 +361,6 @@ CDI_VARIANTS: list[tuple[str, str, list[str]]] = [
 ]
 
 
-def _event(reason: str, message: str) -> tuple[dict[str, object], LineRef]:
-    record = {
-        "type": "Warning",
-        "reason": reason,
-        "message": message,
-        "count": 1,
-        "first": "",
-        "last": "",
-        "age": "",
-        "source": "kubelet",
-        "line": 1,
-    }
-    return record, LineRef("events", "events.json", 1, message)
-
-
 def _journal_line(
     inner: str,
     pod: str = "gpu-pod",
@@ -399,7 +384,7 @@ def _journal_line(
 )
 def test_missing_runtime_handler_variant(reason: str, message: str, handler: str) -> None:
     assert missing_runtime_handler(message) == handler
-    values, cites = summarise([_event(reason, message)])
+    values, cites = summarise([event_record(reason, message)])
     assert values["runtime_handler_missing"] is True
     assert values["runtime_handler"] == handler
     assert values["sandbox_errors"] == [message]
@@ -418,7 +403,7 @@ def test_container_cli_variant(message: str, kind: str, detail: str) -> None:
     expected = f"nvidia-container-cli: {kind} error: {detail}"
     errors = container_cli_errors(message)
     assert [(e.kind, e.message) for e in errors] == [(kind, expected)]
-    values, _ = summarise([_event("Failed", message)])
+    values, _ = summarise([event_record("Failed", message)])
     assert values["nvidia_container_cli_errors"] == [{"kind": kind, "message": expected}]
     assert values["container_errors"] == [message]
     journal = parse_kubelet_journal(_journal_line(message), namespace="default", pod="gpu-pod")
@@ -432,7 +417,7 @@ def test_container_cli_variant(message: str, kind: str, detail: str) -> None:
 )
 def test_oci_hook_variant(message: str, stage: str, detail: str) -> None:
     assert [(h.stage, h.detail) for h in hook_errors(message)] == [(stage, detail)]
-    values, _ = summarise([_event("Failed", message)])
+    values, _ = summarise([event_record("Failed", message)])
     assert values["oci_hook_errors"] == [{"stage": stage, "message": detail}]
     journal = parse_kubelet_journal(_journal_line(message), namespace="default", pod="gpu-pod")
     assert [(s.kind, s.message) for s in journal.hook_errors] == [(stage, detail)]
@@ -459,7 +444,7 @@ def test_unrelated_runtime_errors_are_not_misread() -> None:
     assert missing_runtime_handler(other) is None
     assert container_cli_errors(other) == []
     assert hook_errors(other) == []
-    values, _ = summarise([_event("FailedCreatePodSandBox", other)])
+    values, _ = summarise([event_record("FailedCreatePodSandBox", other)])
     assert values["runtime_handler_missing"] is False
     assert values["sandbox_errors"] == [other]
 
