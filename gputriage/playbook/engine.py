@@ -84,7 +84,6 @@ class _Walker:
     unknown: dict[str, str] = field(default_factory=dict)  # unknown group -> reason
     unknown_groups: frozenset[str] = frozenset()
     _sites: dict[str, str] = field(default_factory=dict)
-    _unproposable: set[str] = field(default_factory=set)
 
     def run(self, entry: str | None) -> Transcript:
         self.context = self.facts.to_context()
@@ -134,6 +133,7 @@ class _Walker:
         consistent: list[tuple[int, int, Alternative]] = []
         ruled_out: dict[str, Alternative] = {}
         required: dict[str, Truth] = {}
+        unproposable: set[str] = set()
         for order, spec in enumerate(self.playbooks.findings()):
             rule = self._ruling_out(spec)
             if rule is not None:
@@ -145,7 +145,7 @@ class _Walker:
             required[spec.id] = truth
             if truth is Truth.TRUE and held is not None:
                 if not spec.propose or spec.severity == "info":
-                    self._unproposable.add(spec.id)
+                    unproposable.add(spec.id)
                 alt = Alternative(
                     spec.id,
                     self._text(spec.title),
@@ -159,6 +159,7 @@ class _Walker:
                 consistent.append((-len(set(held.paths)), order, alt))
         consistent.sort(key=lambda t: (t[0], t[1]))
         ranked = [alt for _, _, alt in consistent]
+        proposable = [a for a in ranked if a.id not in unproposable]
         verdict = walked.findings[0] if walked.findings else None
         # The SRE's own choice (an override or an answer) is evidence the differential cannot
         # see: such a verdict is kept, with the differential shown beside it.
@@ -174,13 +175,9 @@ class _Walker:
             if overridden:
                 confidence = "likely" if verdict_truth is Truth.TRUE else "possible"
             elif rule is not None or verdict_truth is Truth.FALSE:  # withdrawn
-                why = (
-                    f"{rule.because}"
-                    if rule is not None
-                    else "the evidence it requires does not hold"
-                )
+                why = rule.because if rule is not None else "the evidence it requires does not hold"
                 self.warnings.append(f"the walk reached '{verdict.id}', but it is withdrawn: {why}")
-                proposal = self._propose_from(ranked)
+                proposal, confidence = self._propose_from(proposable)
                 findings = (
                     (proposal,)
                     if proposal
@@ -194,7 +191,6 @@ class _Walker:
                         ),
                     )
                 )
-                confidence = self._proposal_confidence(ranked) if proposal else ""
             elif verdict_truth is Truth.TRUE:
                 doubtful = any(
                     v.outcome in (Outcome.OTHERWISE, Outcome.UNKNOWN) for v in self.visits
@@ -202,11 +198,10 @@ class _Walker:
                 confidence = "likely" if doubtful else "certain"
             else:
                 confidence = "possible"
-        elif ranked and (verdict is None or verdict.undetermined):
-            proposal = self._propose_from(ranked)
+        elif proposable and (verdict is None or verdict.undetermined):
+            proposal, confidence = self._propose_from(proposable)
             if proposal is not None:
                 findings = (proposal,)
-                confidence = self._proposal_confidence(ranked)
         first = findings[0].id if findings else ""
         return replace(
             walked,
@@ -243,8 +238,9 @@ class _Walker:
                 )
         return None
 
-    def _propose_from(self, ranked: list[Alternative]) -> Finding | None:
-        """The best-supported consistent finding, as if the walk had reached it.
+    def _propose_from(self, proposable: list[Alternative]) -> tuple[Finding | None, str]:
+        """The best-supported consistent finding, as if the walk had reached it, and its
+        confidence (``likely`` without a rival, else ``possible``).
 
         Only findings the walk could still reach from where it stopped, within that step's
         playbook, are candidates, so a proposal answers the question the walk was asking and
@@ -252,27 +248,22 @@ class _Walker:
         """
         stop = self.visits[-1].ref if self.visits else ""
         reachable = self._reachable(stop) if stop else set()
-        candidates = [a for a in ranked if a.id not in self._unproposable and a.id in reachable]
+        candidates = [a for a in proposable if a.id in reachable]
         if not candidates:
-            return None
+            return None, ""
         best = candidates[0]
         pid, _, sid = best.branch.partition("/")
         book = self.playbooks.get(pid)
         step = book.steps.get(sid) if book else None
         if book is None or step is None:
-            return None
+            return None, ""
         finding = self._finding(best.id, book, step)
         self.warnings.append(
             f"the walk did not conclude; the evidence supports '{best.id}' "
             f"(reached from '{best.branch}')"
         )
-        return replace(finding, evidence=tuple(dict.fromkeys((*best.evidence, *finding.evidence))))
-
-    def _proposal_confidence(self, ranked: list[Alternative]) -> str:
-        stop = self.visits[-1].ref if self.visits else ""
-        reachable = self._reachable(stop) if stop else set()
-        candidates = [a for a in ranked if a.id not in self._unproposable and a.id in reachable]
-        return "likely" if len(candidates) == 1 else "possible"
+        evidence = tuple(dict.fromkeys((*best.evidence, *finding.evidence)))
+        return replace(finding, evidence=evidence), "likely" if len(candidates) == 1 else "possible"
 
     def _reachable(self, start: str) -> set[str]:
         """Findings reachable from step ``start`` without leaving its playbook."""
