@@ -27,6 +27,22 @@ from tests.tui.test_reading import differential_walker
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 
 
+@pytest.fixture(autouse=True)
+def _stable_svg_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich names an SVG's CSS classes after a hash of every segment's repr, hidden style
+    metadata included, which can differ between runs of the same screen: a fixed prefix keeps
+    the snapshot about what is drawn."""
+    from rich.console import Console
+
+    export = Console.export_svg
+
+    def stable(self: Console, *args: Any, **kwargs: Any) -> str:
+        kwargs["unique_id"] = kwargs.get("unique_id") or "terminal-gputriage"
+        return export(self, *args, **kwargs)
+
+    monkeypatch.setattr(Console, "export_svg", stable)
+
+
 def app_for(tmp_path: Path, differential: bool = False) -> TriageApp:
     bundle = write_bundle(tmp_path, hostile=False)
     walker = HandWalker(bundle)
