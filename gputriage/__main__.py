@@ -1,5 +1,5 @@
 """``python -m gputriage``."""
 
-from gputriage.cli import main
+from gputriage.cli import entry
 
-raise SystemExit(main())
+entry()

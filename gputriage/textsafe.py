@@ -19,6 +19,7 @@ markup). Printable characters are otherwise kept, so the words stay what the clu
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import sys
@@ -75,10 +76,26 @@ def inert_line(text: str) -> str:
 
 def clean(data: bytes | str, limit: int = 0) -> str:
     """The funnel: decode, strip escapes and controls, redact, then cut to ``limit`` chars."""
+    if isinstance(data, str) and len(data) <= _MEMO_MAX_CHARS:
+        return _clean_memo(data, limit)
+    return _clean(data, limit)
+
+
+#: Strings up to this long have their cleaned form remembered: a report cleans the same cited
+#: lines many times (facts, steps, differential), and the redaction catalogue is 23 patterns.
+_MEMO_MAX_CHARS = 4096
+
+
+def _clean(data: bytes | str, limit: int) -> str:
     text = redact_text(_unspelled(inert(decode(data))))
     if limit and len(text) > limit:
         text = text[:limit] + CUT_MARK
     return text
+
+
+@functools.lru_cache(maxsize=8192)
+def _clean_memo(text: str, limit: int) -> str:
+    return _clean(text, limit)
 
 
 def clean_line(data: bytes | str, limit: int = 0) -> str:

@@ -104,7 +104,7 @@ def _read_meta(root: Path) -> dict[str, Any]:
         fd, _ = open_regular(root / META_FILE)
         with os.fdopen(fd, "rb") as fh:
             data = json.loads(fh.read(MAX_TEXT_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -43,7 +43,7 @@ class Reply:
         """The decoded JSON body (None when it is not JSON)."""
         try:
             return json.loads(self.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
     def message(self) -> str:

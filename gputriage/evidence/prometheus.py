@@ -271,7 +271,7 @@ class PrometheusClient:
             raise ValueError(f"answer larger than {limit} bytes: narrow the window")
         try:
             doc = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ValueError("answer is not JSON (is this the Prometheus API?)") from None
         if not isinstance(doc, dict) or doc.get("status") != "success":
             raise ValueError(_api_error(body) or "answer has no status: success")
@@ -288,7 +288,7 @@ class PrometheusClient:
 def _api_error(body: bytes) -> str:
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if isinstance(doc, dict) and doc.get("error"):
         return f"{doc.get('errorType', 'error')}: {doc['error']}"

@@ -145,9 +145,9 @@ class SshNodeSource:
     def prepare(self, query: NodeQuery, timeout: float) -> None:
         """Start connecting to the node now, in the background, when where to connect does
         not depend on the Node object (a ``--node-address`` or a ``Host`` entry for the node's
-        name): the broker calls this as soon as the pod names its node, so importing paramiko
-        and the SSH handshake overlap the rest of the API's answers (a pod on no node never
-        imports paramiko). ``collect`` then shares the connection, or its failure."""
+        name): the broker calls this as soon as the pod names its node, so the SSH handshake
+        overlaps the rest of the API's answers. ``collect`` then shares the connection, or its
+        failure."""
         threading.Thread(
             target=self._connect_early,
             args=(query, timeout),
@@ -244,13 +244,13 @@ class SshNodeSource:
             node_lock.release()
 
     def _connect(self, route: Route, deadline: float) -> _Connection:
+        # Dial first: the server starts its side of the session (sshd forks and loads its
+        # keys) while paramiko is still being imported here, if it is.
+        sock: Any = self._dial(route.hops[0], route, deadline)
         import paramiko
 
         conn = _Connection(route, [], [])
-        sock: Any = None
         try:
-            first = route.hops[0]
-            sock = self._dial(first, route, deadline)
             for i, hop in enumerate(route.hops):
                 client = self._login(hop, route, sock, deadline, conn.notes)
                 conn.clients.append(client)

@@ -29,7 +29,6 @@ from gputriage.parsers.nvidia_smi import parse_nvidia_smi
 
 #: Immediate actions that take a GPU out of service until someone acts.
 _SERIOUS_ACTIONS = ("RESET_GPU", "RESTART_BM", "CONTACT_SUPPORT")
-MAX_CITES = 20
 
 _GPU_KEYS = (
     "device_id (as the plugin named it), uuid, pci (0000:3B:00.0; '' when nvidia-smi "
@@ -104,9 +103,10 @@ def build(evidence: EvidenceSet, target: Target, earlier: Mapping[str, FactGroup
             row["pods"].append({**pod, "uid": entry.pod_uid, "container": entry.container})
             if target.uid and entry.pod_uid == target.uid:
                 pod_gpus.append({"container": entry.container, **gpu})
-                ref = ev.find_line(entry.pod_uid)
-                if ref.line and len(cites.get("pod_gpus", [])) < MAX_CITES:
-                    cites.setdefault("pod_gpus", []).append(ref)
+    if pod_gpus:  # the checkpoint is one line of JSON: one citation says where
+        ref = ev.find_line(target.uid)
+        if ref.line:
+            cites["pod_gpus"] = [ref]
     gpu_pods = list(by_device.values())
     faulty = [g for g in gpu_pods if g["faulty"]]
     held = {g["uuid"] for g in gpu_pods} | {

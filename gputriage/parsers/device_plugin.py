@@ -455,7 +455,7 @@ def _read_config(
         j += 1
     try:
         data: Any = json.loads("\n".join(chunks)) if chunks else None
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict):
         _apply_config(out.config, data, lineno)

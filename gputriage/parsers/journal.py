@@ -188,7 +188,7 @@ def _structured(message: str) -> tuple[str, dict[str, str]]:
 def _from_json(rest: str) -> tuple[str, str, str, dict[str, str]] | None:
     try:
         data: Any = json.loads(rest)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None

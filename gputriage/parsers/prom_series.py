@@ -97,6 +97,8 @@ def parse_document(text: str) -> PromDocument:
     """Parse the stored document; raises ValueError with a reason when it is not one."""
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise ValueError("not a Prometheus document: JSON nested too deeply") from None
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("queries"), list):

@@ -227,12 +227,24 @@ class CelLimitError(CelSyntaxError):
 
 @dataclass(frozen=True, eq=False)
 class Condition:
-    """A compiled CEL condition."""
+    """A CEL condition: its source, the fact paths and macros it reads, and its program.
+
+    ``compiled`` is None for a condition that was checked and compiled by an earlier run
+    (:func:`checked_condition`, from the playbook cache): its program is compiled the first
+    time it runs.
+    """
 
     source: str
     refs: tuple[FactRef, ...]
-    program: cel.Program = field(repr=False)
+    compiled: cel.Program | None = field(default=None, repr=False)
     macros: tuple[Macro, ...] = ()
+
+    @property
+    def program(self) -> cel.Program:
+        if self.compiled is None:
+            object.__setattr__(self, "compiled", cel_module().compile(self.source))
+        assert self.compiled is not None
+        return self.compiled
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -304,6 +316,14 @@ def compile_condition(source: str) -> Condition:
     variables = set(program.variables())
     refs = tuple(r for r in fact_refs(text) if r.group in variables)
     return Condition(text, refs, program, macros(text))
+
+
+def checked_condition(
+    source: str, refs: tuple[FactRef, ...], macro_calls: tuple[Macro, ...]
+) -> Condition:
+    """A condition :func:`compile_condition` accepted before (same source, same checker),
+    rebuilt from what it found; CEL compiles it on first use."""
+    return Condition(source.rstrip(), refs, None, macro_calls)
 
 
 def check_limits(source: str) -> None:

@@ -22,7 +22,12 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from gputriage.playbook.load_cache import parse_yaml_cached
+from gputriage.playbook.load_cache import (
+    check_fingerprint,
+    checked_conditions,
+    parse_yaml_cached,
+    remember_checked,
+)
 from gputriage.playbook.model import Playbook, PlaybookSet
 from gputriage.playbook.parse import FactPaths, ParsedFile, parse_playbook
 from gputriage.playbook.problems import Problem, sort_problems
@@ -131,10 +136,15 @@ def _parse_source(source: _Source, facts: FactPaths, *, shipped: bool) -> Parsed
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return broken(f"not UTF-8 text (byte {exc.start})")
-    data, smap, problems = parse_yaml_cached(raw, text, source.name)
-    if problems:
-        return ParsedFile(source.name, smap, None, problems)
-    return parse_playbook(data, smap, facts, shipped=shipped)
+    cached = parse_yaml_cached(raw, text, source.name)
+    if cached.problems:
+        return ParsedFile(source.name, cached.smap, None, cached.problems)
+    fingerprint = check_fingerprint(facts.paths, shipped=shipped)
+    checked = checked_conditions(cached, fingerprint)
+    parsed = parse_playbook(cached.data, cached.smap, facts, shipped=shipped, checked=checked)
+    if checked is None and parsed.playbook is not None:
+        remember_checked(cached, fingerprint, parsed.conditions)
+    return parsed
 
 
 def _load_layer(

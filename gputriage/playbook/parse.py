@@ -59,6 +59,8 @@ class ParsedFile:
     problems: list[Problem]
     #: Every goto/conclude as written, with the YAML path of its value.
     sites: list[tuple[YamlPath, Target]] = field(default_factory=list)
+    #: The file's conditions as the checks compiled them (for the load cache to remember).
+    conditions: list[Condition] = field(default_factory=list)
 
 
 class FactPaths:
@@ -81,9 +83,28 @@ class FactPaths:
 
 
 def parse_playbook(
-    data: Any, smap: SourceMap, facts: FactPaths, *, shipped: bool = False
+    data: Any,
+    smap: SourceMap,
+    facts: FactPaths,
+    *,
+    shipped: bool = False,
+    checked: dict[str, Condition] | None = None,
 ) -> ParsedFile:
-    """Check one file's data and build its playbook."""
+    """Check one file's data and build its playbook.
+
+    ``checked``: the conditions of this very data as an earlier run's checks found them
+    (:func:`gputriage.playbook.load_cache.checked_conditions`): the playbook is built without
+    checking again. Should one be missing, the data is checked in full after all.
+    """
+    if checked is not None and isinstance(data, dict):
+        trusted = _Checker(smap, facts, checked)
+        try:
+            trusted.semantics(data)
+            playbook, sites = _build(data, trusted.conditions, smap.file, shipped)
+        except _NotChecked:
+            pass
+        else:
+            return ParsedFile(smap.file, smap, playbook, [], sites)
     checker = _Checker(smap, facts)
     if not isinstance(data, dict):
         checker.add((), f"a playbook is a YAML mapping, got {_kind_of(data)}")
@@ -101,15 +122,24 @@ def parse_playbook(
     if checker.problems:
         return ParsedFile(smap.file, smap, None, checker.problems)
     playbook, sites = _build(data, checker.conditions, smap.file, shipped)
-    return ParsedFile(smap.file, smap, playbook, [], sites)
+    return ParsedFile(smap.file, smap, playbook, [], sites, list(checker.conditions.values()))
+
+
+class _NotChecked(Exception):
+    """A condition the earlier run's checks did not record: check the file in full."""
 
 
 class _Checker:
-    def __init__(self, smap: SourceMap, facts: FactPaths) -> None:
+    def __init__(
+        self, smap: SourceMap, facts: FactPaths, checked: dict[str, Condition] | None = None
+    ) -> None:
         self.smap = smap
         self.facts = facts
         self.problems: list[Problem] = []
         self.conditions: dict[YamlPath, Condition] = {}
+        #: Set when rebuilding data that passed these checks before: conditions come from
+        #: here and nothing else is checked.
+        self.checked = checked
 
     def add(self, path: YamlPath, message: str, hint: str = "", **kw: Any) -> None:
         self.problems.append(self.smap.problem(path, message, hint, **kw))
@@ -311,6 +341,8 @@ class _Checker:
 
     def command(self, command: Any, path: YamlPath) -> None:
         """Templates of one fix command, and a mutating verb without ``mutates: true``."""
+        if self.checked is not None:
+            return
         record = {"cmd": command} if isinstance(command, str) else _dict(command)
         texts = [(key, record.get(key)) for key in ("cmd", "if_unknown")]
         for key, text in texts:
@@ -333,6 +365,8 @@ class _Checker:
         self.templates(record.get("why"), (*path, "why"))
 
     def step_rules(self, step: dict[str, Any], path: YamlPath, sid: str) -> None:
+        if self.checked is not None:
+            return
         if "ask" in step and "otherwise" in step:
             self.add(
                 (*path, "otherwise"),
@@ -353,6 +387,12 @@ class _Checker:
             source = "true" if source else "false"
         if not isinstance(source, str):
             return
+        if self.checked is not None:
+            known = self.checked.get(source.rstrip())
+            if known is None:
+                raise _NotChecked(source)
+            self.conditions[path] = known
+            return
         try:
             condition = compile_condition(source)
         except CelSyntaxError as exc:
@@ -365,12 +405,14 @@ class _Checker:
                 self.add(path, found[0], found[1], offset=ref.offset, length=ref.length)
 
     def fact_path(self, path_text: str, path: YamlPath) -> None:
+        if self.checked is not None:
+            return
         found = self.facts.problem(path_text)
         if found:
             self.add(path, found[0], found[1])
 
     def templates(self, text: Any, path: YamlPath, *, shell: bool = False) -> None:
-        if not isinstance(text, str):
+        if not isinstance(text, str) or self.checked is not None:
             return
         refs, errors = template_refs(text)
         for error in errors:

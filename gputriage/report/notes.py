@@ -49,7 +49,7 @@ class NotesStore:
     def _load(self) -> list[Note]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return []
         items = data.get("notes", []) if isinstance(data, dict) else []
         return [

@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -107,3 +108,29 @@ def test_every_group_built_from_fuzzed_bundles(evidence: EvidenceSet) -> None:
     transcript = walk(shipped(), facts)
     assert isinstance(transcript, Transcript)
     assert transcript.findings or transcript.question is not None, "the walk ended nowhere"
+
+
+DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
+DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000
+
+
+@pytest.mark.parametrize("deep", [DEEP_ARRAY, DEEP_OBJECT], ids=["array", "object"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        Key.PROMETHEUS,
+        Key.DEVICE_PLUGIN_LOG,
+        Key.KUBELET_LOG,
+        Key.DEVICE_CHECKPOINT,
+        Key.POD,
+        Key.EVENTS,
+        Key.NODE_PODS,
+    ],
+)
+def test_json_nested_past_the_recursion_limit_is_bad_input_not_an_internal_error(
+    key: Key, deep: str
+) -> None:
+    evidence = EvidenceSet([Evidence(key, Status.OK, "", deep, "fuzz")])
+    facts = build_facts(evidence)
+    for name, group in facts.groups.items():
+        assert "internal error" not in group.reason, f"{name}: {group.reason}"

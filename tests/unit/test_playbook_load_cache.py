@@ -134,7 +134,7 @@ def test_a_new_gputriage_version_misses(
         b"{not json",
         b"[1, 2]",
         b'{"format": 0, "data": {}}',
-        b'{"format": 1, "data": "text"}',
+        b'{"format": 2, "data": "text"}',
         b"\xff\xfe\x00",
     ],
 )
@@ -150,7 +150,9 @@ def test_a_corrupt_entry_is_ignored_and_rewritten(
     assert sorted(parses) == _names(d)
     assert not second.problems
     assert _shape(second) == _shape(first)
-    assert all(json.loads(e.read_text())["format"] == 1 for e in cache.glob("*.json"))
+    assert all(
+        json.loads(e.read_text())["format"] == load_cache.FORMAT for e in cache.glob("*.json")
+    )
 
 
 def test_an_unwritable_cache_is_not_an_error(
@@ -214,3 +216,112 @@ def test_the_cache_can_be_turned_off(
     _load(d)
     assert sorted(parses) == sorted(_names(d) * 2)
     assert not cache.exists()
+
+
+# -- checks remembered -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The conditions the per-file checks really compiled (a checked hit compiles none)."""
+    from gputriage.playbook import parse
+
+    seen: list[str] = []
+    real = parse.compile_condition
+
+    def counting(source: str):  # type: ignore[no-untyped-def]
+        seen.append(source)
+        return real(source)
+
+    monkeypatch.setattr(parse, "compile_condition", counting)
+    return seen
+
+
+def test_a_checked_file_is_rebuilt_without_checking_and_runs_the_same(
+    cache: Path, compiles: list[str], tmp_path: Path
+) -> None:
+    from gputriage.facts.build import build_facts
+    from gputriage.playbook.engine import walk
+    from gputriage.report.render import render
+    from gputriage.session import BundleSession
+
+    d = _copy_valid(tmp_path)
+    first = _load(d)
+    assert len(compiles) > 100
+    entries = [json.loads(e.read_text()) for e in cache.glob("*.json")]
+    assert all(len(e["checked"]) == 1 for e in entries)
+    compiles.clear()
+    second = _load(d)
+    assert compiles == []  # nothing checked or compiled while loading
+    assert not second.problems
+    assert _shape(second) == _shape(first)
+    # Programs are compiled when they first run, and walk exactly as checked ones do.
+    scenario = Path(__file__).resolve().parents[2] / "gputriage" / "scenarios" / "lost-xid79"
+    session = BundleSession(scenario)
+    evidence = session.collect_all()
+    facts = build_facts(evidence)
+
+    def report(playbooks):  # type: ignore[no-untyped-def]
+        transcript = walk(playbooks, facts, {}, {})
+        return transcript, render("json", "", "", evidence, facts, transcript, [])
+
+    again, text = report(second)
+    assert [f.id for f in again.findings] == ["lost.gpu-fallen-off-bus"]
+    assert text == report(first)[1]
+
+
+def test_other_declared_facts_check_the_files_again(
+    cache: Path, compiles: list[str], tmp_path: Path
+) -> None:
+    from gputriage.facts.registry import known_paths
+
+    d = _copy_valid(tmp_path)
+    _load(d)
+    compiles.clear()
+    fewer = {p for p in known_paths() if not p.startswith("kernel.")}
+    result = load_playbooks([d], shipped=False, user_config=False, known_facts=fewer)
+    assert compiles  # checked again under the other fingerprint...
+    assert any("unknown fact group 'kernel'" in p.message for p in result.problems)
+    compiles.clear()
+    _load(d)  # ...while the first fingerprint is still remembered
+    assert compiles == []
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "not a list",
+        [["kernel.xid > 1", "refs", []]],
+        [["x", [["kernel.xids", "0", 6]], []]],
+        [[1, [], []]],
+    ],
+)
+def test_a_damaged_check_record_means_checking_again(
+    cache: Path, compiles: list[str], tmp_path: Path, record: object
+) -> None:
+    d = _copy_valid(tmp_path)
+    first = _load(d)
+    for entry in cache.glob("*.json"):
+        data = json.loads(entry.read_text())
+        data["checked"] = {fp: record for fp in data["checked"]}
+        entry.write_text(json.dumps(data))
+    compiles.clear()
+    second = _load(d)
+    assert compiles  # the record was not trusted
+    assert not second.problems
+    assert _shape(second) == _shape(first)
+
+
+def test_a_condition_missing_from_the_record_means_checking_again(
+    cache: Path, compiles: list[str], tmp_path: Path
+) -> None:
+    d = _copy_valid(tmp_path)
+    first = _load(d)
+    for entry in cache.glob("*.json"):
+        data = json.loads(entry.read_text())
+        data["checked"] = {fp: rec[1:] for fp, rec in data["checked"].items()}
+        entry.write_text(json.dumps(data))
+    compiles.clear()
+    second = _load(d)
+    assert compiles
+    assert _shape(second) == _shape(first)
