@@ -10,7 +10,6 @@ A session never raises for evidence it could not get; that becomes an Evidence w
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +61,8 @@ class BundleSession:
         return tuple(Key)
 
     async def stream(self) -> AsyncIterator[Evidence]:
+
+        import asyncio  # here: a headless replay never streams
 
         evidence = await asyncio.to_thread(self._load)
         for key in Key:

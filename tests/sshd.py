@@ -305,6 +305,7 @@ def start_sshd(
     force_command: str | None = None,
     set_env: dict[str, str] | None = None,
     log_level: str = "INFO",
+    max_sessions: int = 20,
 ) -> Sshd:
     """Start ``sshd -D -e`` under ``root/name`` on a free port; waits until it accepts."""
     d = root / name
@@ -328,7 +329,7 @@ def start_sshd(
         "X11Forwarding no",
         "PrintMotd no",
         "UseDNS no",
-        "MaxSessions 20",
+        f"MaxSessions {max_sessions}",
         f"LogLevel {log_level}",
     ]
     if set_env:
@@ -413,6 +414,8 @@ class SshLab:
 
     tmp: Path
     proxy: bool = False
+    #: The node's sshd MaxSessions (command channels at once on one connection).
+    max_sessions: int = 20
     node: Sshd = field(init=False)
     bastion: Sshd = field(init=False)
     counting: CountingProxy | None = field(init=False, default=None)
@@ -447,7 +450,12 @@ class SshLab:
         dispatcher.chmod(0o755)
         env = {"PATH": path, "HOME": str(self.home)}
         self.node = start_sshd(
-            self.tmp, "node", self.client_pub, force_command=str(dispatcher), set_env=env
+            self.tmp,
+            "node",
+            self.client_pub,
+            force_command=str(dispatcher),
+            set_env=env,
+            max_sessions=self.max_sessions,
         )
         self.node.command_log = command_log
         # The bastion only tunnels: a session on it would be a test bug.

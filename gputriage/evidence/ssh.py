@@ -33,6 +33,7 @@ from gputriage.evidence.sshconfig import (
     UnsafeHostError,
     check_host,
     has_host_entry,
+    import_paramiko,
     load_config,
     resolve_route,
 )
@@ -67,11 +68,42 @@ class _Failure(Exception):
         self.detail = detail
 
 
+#: Command channels open at once on one connection: OpenSSH's default ``MaxSessions``. A
+#: server that allows fewer refuses the extra channel (OpenSSH: "connect failed"): the
+#: connection then keeps to what it allowed and the command waits for a channel to close.
+MAX_CHANNELS = 10
+
+
 @dataclass
 class _Connection:
     route: Route
     clients: list[paramiko.SSHClient]
     notes: list[str]
+    limit: int = MAX_CHANNELS
+    open_channels: int = 0
+    slots: threading.Condition = field(default_factory=threading.Condition)
+
+    def take_slot(self, deadline: float) -> bool:
+        """Wait (until ``deadline``) for a channel slot; False when the time ran out."""
+        with self.slots:
+            while self.open_channels >= self.limit:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.slots.wait(remaining)
+            self.open_channels += 1
+            return True
+
+    def give_slot(self, *, refused: bool = False) -> bool:
+        """Return a slot. ``refused``: the server would not open it; True when other channels
+        are open, so waiting for one of them to close is worth a retry."""
+        with self.slots:
+            self.open_channels -= 1
+            if refused and self.open_channels > 0:
+                self.limit = max(1, min(self.limit, self.open_channels))
+                return True
+            self.slots.notify()
+            return False
 
     @property
     def transport(self) -> paramiko.Transport:
@@ -247,7 +279,7 @@ class SshNodeSource:
         # Dial first: the server starts its side of the session (sshd forks and loads its
         # keys) while paramiko is still being imported here, if it is.
         sock: Any = self._dial(route.hops[0], route, deadline)
-        import paramiko
+        paramiko = import_paramiko()
 
         conn = _Connection(route, [], [])
         try:
@@ -393,13 +425,21 @@ class SshNodeSource:
     def _run(self, conn: _Connection, cmd: NodeCommand, deadline: float) -> RawResult:
         import paramiko
 
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return RawResult(None, b"", b"", timed_out=True)
-        try:
-            chan = conn.transport.open_session(timeout=remaining)
-        except (paramiko.SSHException, EOFError, OSError) as exc:
-            return RawResult(None, b"", b"", failure=f"cannot open an SSH session: {exc}")
+        while True:
+            if not conn.take_slot(deadline):
+                return RawResult(None, b"", b"", timed_out=True)
+            try:
+                chan = conn.transport.open_session(timeout=deadline - time.monotonic())
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                # Past its MaxSessions OpenSSH says "connect failed" (others "prohibited"; a
+                # thread whose refusal another thread read sees "Unable to open channel"):
+                # while the connection is up and other channels are open, wait for one of
+                # them to close and try again.
+                refused = isinstance(exc, paramiko.SSHException) and conn.alive()
+                if conn.give_slot(refused=refused):
+                    continue
+                return RawResult(None, b"", b"", failure=f"cannot open an SSH session: {exc}")
+            break
         try:
             chan.exec_command(cmd.remote(sudo=self.settings.sudo))
             return self._read(chan, cmd.max_bytes + _SLACK, deadline)
@@ -407,6 +447,7 @@ class SshNodeSource:
             return RawResult(None, b"", b"", failure=f"SSH channel failed: {exc}")
         finally:
             chan.close()
+            conn.give_slot()
 
     def _read(self, chan: paramiko.Channel, limit: int, deadline: float) -> RawResult:
         out: list[bytes] = []

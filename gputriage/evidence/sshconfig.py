@@ -12,10 +12,12 @@ import getpass
 import os
 import re
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatch
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 #: More jumps than this is a loop in the config, not a network.
 MAX_HOPS = 8
+_IMPORT_LOCK = threading.Lock()
 
 _HOP = re.compile(
     r"^(?:ssh://)?(?:(?P<user>[^@]+)@)?(?P<host>\[[^\]]+\]|[^:@]+)(?::(?P<port>\d+))?$"
@@ -110,9 +113,32 @@ def default_config_path() -> str:
     return os.path.expanduser("~/.ssh/config")
 
 
+def import_paramiko() -> ModuleType:
+    """paramiko, imported without the ``invoke`` task runner.
+
+    paramiko's only use for ``invoke`` is running ``Match exec`` commands, which gputriage
+    runs itself (:class:`_MatchExec`, swapped in for every lookup); importing ``invoke`` would
+    cost about 20 ms of the start of every triage that reaches a node (it imports YAML,
+    ``unittest.mock`` and asyncio). ``invoke`` stays importable for anyone else afterwards.
+    """
+    loaded = sys.modules.get("paramiko")
+    if loaded is not None:
+        return loaded
+    with _IMPORT_LOCK:
+        blocked = "invoke" not in sys.modules
+        if blocked:
+            sys.modules["invoke"] = None  # type: ignore[assignment]  # "import invoke" fails
+        try:
+            import paramiko
+        finally:
+            if blocked and sys.modules.get("invoke", 0) is None:
+                del sys.modules["invoke"]
+    return paramiko
+
+
 def load_config(path: str | None = None) -> paramiko.SSHConfig:
     """Parse ``path`` (default ``~/.ssh/config``); a missing default file is an empty config."""
-    import paramiko
+    paramiko = import_paramiko()
 
     explicit = path is not None
     path = os.path.expanduser(path) if path else default_config_path()
