@@ -50,7 +50,9 @@ gputriage is read-only against the cluster. It never creates, changes or deletes
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line. ``only``: the subcommand being run, the one whose module and options
+    are loaded (all of them are for ``gputriage --help``)."""
     parser = argparse.ArgumentParser(
         prog="gputriage",
         description="Guided triage of stuck or dying GPU workloads on Kubernetes.",
@@ -60,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gputriage {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(module_name)
         p = sub.add_parser(
             name,
@@ -85,12 +89,13 @@ def _normalise(argv: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    args_list = _normalise(list(sys.argv[1:] if argv is None else argv))
+    first = next((w for w in args_list if not w.startswith("-")), None)
+    parser = build_parser(first if first in COMMANDS else None)
     if not args_list:
         parser.print_help()
         return 2
-    args = parser.parse_args(_normalise(args_list))
+    args = parser.parse_args(args_list)
     if not getattr(args, "_module", None):
         parser.print_help()
         return 2

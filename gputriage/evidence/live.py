@@ -12,19 +12,19 @@ Importing this module is cheap: ``kubernetes`` and the node transports load in `
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from gputriage.evidence.broker import Broker, FollowUp
 from gputriage.evidence.model import Evidence, EvidenceSet, Key
-from gputriage.evidence.nodes import node_source
-from gputriage.evidence.sources import NodeSource
 from gputriage.options import DEFAULT_NAMESPACE, ClusterAccess, NodeAccess
 
 if TYPE_CHECKING:
+    from gputriage.evidence.broker import Broker, FollowUp
     from gputriage.evidence.kube import KubeSource
+    from gputriage.evidence.sources import NodeSource
+
+_T = TypeVar("_T")
 
 
 class LiveSession:
@@ -58,7 +58,6 @@ class LiveSession:
 
         Blocks for the kubeconfig and one or two API calls; raises GputriageError when there
         is no pod to triage."""
-        from gputriage.evidence.kube import KubeNodeLogSource, KubeSource
         from gputriage.evidence.kube_client import KubeClient, load_config
         from gputriage.evidence.kube_target import resolve_target
 
@@ -67,7 +66,14 @@ class LiveSession:
         timeout = cluster.request_timeout
         client = KubeClient(config, timeout=timeout)
         try:
-            resolved = resolve_target(client, namespace, target)
+            resolving = _in_background(lambda: resolve_target(client, namespace, target))
+            # While the pod's GET is on its way: the code that collects everything else.
+            from gputriage.evidence.broker import Broker, FollowUp
+            from gputriage.evidence.kube import KubeNodeLogSource, KubeSource
+            from gputriage.evidence.nodes import node_source
+            from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
+
+            resolved = resolving()
         except BaseException:
             client.close()
             raise
@@ -88,8 +94,6 @@ class LiveSession:
             KubeNodeLogSource(client),
         ]
         via = f" via {resolved.via}" if resolved.via else ""
-        from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
-
         try:
             prom = PrometheusSource(settings_from_access(cluster.metrics, timeout), kube=client)
         except ValueError as exc:
@@ -139,6 +143,8 @@ class LiveSession:
 
     def collect_all(self) -> EvidenceSet:
         """Everything, blocking; usable from inside a running event loop too."""
+        import asyncio
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -169,6 +175,30 @@ class LiveSession:
                 continue
 
 
+def _in_background(call: Callable[[], _T]) -> Callable[[], _T]:
+    """Start ``call`` in a thread now; the function returned waits for its result (or raises
+    what it raised). The thread is a daemon: an interrupted wait does not wait for it."""
+    done: list[_T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(call())
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="gputriage-target", daemon=True)
+    worker.start()
+
+    def result() -> _T:
+        worker.join()
+        if failed:
+            raise failed[0]
+        return done[0]
+
+    return result
+
+
 # -- hook: candidate nodes of an unscheduled pod (issue 13) ----------------------------------
 
 
@@ -177,6 +207,7 @@ def candidate_followup(
 ) -> FollowUp:
     """Once the pod and the node list have landed: for an unscheduled pod, node evidence from
     the candidate nodes that show trouble (at most ``--nodes``, default 3)."""
+    from gputriage.evidence.broker import FollowUp
     from gputriage.evidence.candidates import collect_candidates
 
     limit = node.candidate_nodes
