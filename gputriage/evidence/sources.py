@@ -52,7 +52,13 @@ class NodeQuery:
 
 
 class NodeSource(Protocol):
-    """A transport to one node's evidence."""
+    """A transport to one node's evidence.
+
+    Two optional methods let a transport get ready early (the session and the broker look
+    them up with ``getattr``): ``warm()``, called while the session's first API request is on
+    its way (SSH imports its client), and ``prepare(query, timeout)``, called as soon as the
+    pod names its node (SSH starts connecting).
+    """
 
     name: str  # "ssh", "local"
 

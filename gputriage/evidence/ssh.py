@@ -72,6 +72,8 @@ class _Failure(Exception):
 #: server that allows fewer refuses the extra channel (OpenSSH: "connect failed"): the
 #: connection then keeps to what it allowed and the command waits for a channel to close.
 MAX_CHANNELS = 10
+#: Refusals retried (after 50, 100, 150 ms) when no other channel of ours is open.
+_REFUSAL_RETRIES = 3
 
 
 @dataclass
@@ -173,6 +175,20 @@ class SshNodeSource:
                 key, Status.ERROR, f"SSH to {node} failed: {type(exc).__name__}: {exc}", "", where
             )
         return replace(evidence, elapsed_s=time.monotonic() - started)
+
+    def warm(self) -> None:
+        """Import paramiko and read the ssh_config now, in a background thread: a live session
+        calls this while its first API request is on the way, so the import (the largest of
+        a triage's start) is done when the pod names its node instead of delaying every
+        node key. Errors are left for ``collect`` to report."""
+
+        def load() -> None:
+            with contextlib.suppress(Exception):
+                import_paramiko()  # needs no lock of ours: hold it for the config only
+                with self._lock:
+                    self._load_config()
+
+        threading.Thread(target=load, name="gputriage-ssh-warm", daemon=True).start()
 
     def prepare(self, query: NodeQuery, timeout: float) -> None:
         """Start connecting to the node now, in the background, when where to connect does
@@ -425,6 +441,7 @@ class SshNodeSource:
     def _run(self, conn: _Connection, cmd: NodeCommand, deadline: float) -> RawResult:
         import paramiko
 
+        refusals = 0
         while True:
             if not conn.take_slot(deadline):
                 return RawResult(None, b"", b"", timed_out=True)
@@ -437,6 +454,11 @@ class SshNodeSource:
                 # them to close and try again.
                 refused = isinstance(exc, paramiko.SSHException) and conn.alive()
                 if conn.give_slot(refused=refused):
+                    continue
+                # None open here, but the server may not have freed a channel just closed.
+                refusals += 1
+                if refused and refusals <= _REFUSAL_RETRIES:
+                    time.sleep(min(0.05 * refusals, max(0.0, deadline - time.monotonic())))
                     continue
                 return RawResult(None, b"", b"", failure=f"cannot open an SSH session: {exc}")
             break

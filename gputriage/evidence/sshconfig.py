@@ -121,11 +121,10 @@ def import_paramiko() -> ModuleType:
     cost about 20 ms of the start of every triage that reaches a node (it imports YAML,
     ``unittest.mock`` and asyncio). ``invoke`` stays importable for anyone else afterwards.
     """
-    loaded = sys.modules.get("paramiko")
-    if loaded is not None:
-        return loaded
+    # Not a look in sys.modules first: while another thread imports paramiko, it is there
+    # half-initialised; the import statement waits for it to finish.
     with _IMPORT_LOCK:
-        blocked = "invoke" not in sys.modules
+        blocked = "invoke" not in sys.modules and "paramiko" not in sys.modules
         if blocked:
             sys.modules["invoke"] = None  # type: ignore[assignment]  # "import invoke" fails
         try:
