@@ -67,17 +67,10 @@ class LiveSession:
         client = KubeClient(config, timeout=timeout)
         try:
             resolving = _in_background(lambda: resolve_target(client, namespace, target))
-            # While the pod's GET is on its way: the node transport gets ready (SSH imports
-            # its client: the pod may name its node in a moment, and then every node key
-            # waits for the connection), and the code that collects the rest is imported.
-            from gputriage.evidence.nodes import node_source
-
-            configured = node_source(node)
-            warm = getattr(configured, "warm", None)
-            if callable(warm):
-                warm()
+            # While the pod's GET is on its way: the code that collects everything else.
             from gputriage.evidence.broker import Broker, FollowUp
             from gputriage.evidence.kube import KubeNodeLogSource, KubeSource
+            from gputriage.evidence.nodes import node_source
             from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
 
             resolved = resolving()
@@ -93,8 +86,9 @@ class LiveSession:
             since=node.since,
             job_selector=resolved.job_selector,
         )
-        # Nothing connects here: the broker lets the node source start as soon as the pod
-        # names its node.
+        # Nothing connects (or imports an SSH client) here: the broker lets the node source
+        # start as soon as the pod names its node.
+        configured = node_source(node)
         node_sources: list[NodeSource] = [
             *([configured] if configured else []),
             KubeNodeLogSource(client),

@@ -54,10 +54,8 @@ class NodeQuery:
 class NodeSource(Protocol):
     """A transport to one node's evidence.
 
-    Two optional methods let a transport get ready early (the session and the broker look
-    them up with ``getattr``): ``warm()``, called while the session's first API request is on
-    its way (SSH imports its client), and ``prepare(query, timeout)``, called as soon as the
-    pod names its node (SSH starts connecting).
+    Optional: ``prepare(query, timeout)``, which the broker calls (looked up with
+    ``getattr``) as soon as the pod names its node, so a transport can start connecting.
     """
 
     name: str  # "ssh", "local"

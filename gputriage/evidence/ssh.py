@@ -176,20 +176,6 @@ class SshNodeSource:
             )
         return replace(evidence, elapsed_s=time.monotonic() - started)
 
-    def warm(self) -> None:
-        """Import paramiko and read the ssh_config now, in a background thread: a live session
-        calls this while its first API request is on the way, so the import (the largest of
-        a triage's start) is done when the pod names its node instead of delaying every
-        node key. Errors are left for ``collect`` to report."""
-
-        def load() -> None:
-            with contextlib.suppress(Exception):
-                import_paramiko()  # needs no lock of ours: hold it for the config only
-                with self._lock:
-                    self._load_config()
-
-        threading.Thread(target=load, name="gputriage-ssh-warm", daemon=True).start()
-
     def prepare(self, query: NodeQuery, timeout: float) -> None:
         """Start connecting to the node now, in the background, when where to connect does
         not depend on the Node object (a ``--node-address`` or a ``Host`` entry for the node's
