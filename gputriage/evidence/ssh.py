@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import socket
@@ -281,7 +282,8 @@ class SshNodeSource:
         # Dial first: the server starts its side of the session (sshd forks and loads its
         # keys) while paramiko is still being imported here, if it is.
         sock: Any = self._dial(route.hops[0], route, deadline)
-        paramiko = import_paramiko()
+        import_paramiko()
+        import paramiko
 
         conn = _Connection(route, [], [])
         try:
@@ -386,6 +388,7 @@ class SshNodeSource:
                 banner_timeout=timeout,
                 auth_timeout=timeout,
                 channel_timeout=timeout,
+                transport_factory=_aead_first_transport(),
             )
         except _HostKeyRefused as exc:
             client.close()
@@ -504,6 +507,25 @@ class SshNodeSource:
 
 class _HostKeyRefused(Exception):
     pass
+
+
+#: Ciphers asked for first: AES-GCM authenticates as it decrypts, in the compiled
+#: ``cryptography`` code, where the other ciphers' MAC is checked byte by byte in Python
+#: (paramiko's constant-time compare: the largest CPU cost of reading a node's output).
+#: The server still chooses among everything both sides support.
+AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+
+@functools.cache
+def _aead_first_transport() -> Any:  # a paramiko.Transport subclass (stubs differ)
+    import paramiko
+
+    known: tuple[str, ...] = getattr(paramiko.Transport, "_preferred_ciphers", ())
+    order = (
+        *(c for c in AEAD_CIPHERS if c in known),
+        *(c for c in known if c not in AEAD_CIPHERS),
+    )
+    return type("Transport", (paramiko.Transport,), {"_preferred_ciphers": order})
 
 
 def _host_key_policy(accept_new: bool, save_to: str, notes: list[str]) -> Any:

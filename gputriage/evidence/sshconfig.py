@@ -137,7 +137,8 @@ def import_paramiko() -> ModuleType:
 
 def load_config(path: str | None = None) -> paramiko.SSHConfig:
     """Parse ``path`` (default ``~/.ssh/config``); a missing default file is an empty config."""
-    paramiko = import_paramiko()
+    import_paramiko()
+    import paramiko
 
     explicit = path is not None
     path = os.path.expanduser(path) if path else default_config_path()

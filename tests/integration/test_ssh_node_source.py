@@ -375,3 +375,17 @@ def test_a_server_allowing_fewer_channels_still_answers_every_key(
             k.value: e.detail for k, e in results.items()
         }
         assert lab.node.logins() == 1
+
+
+def test_an_aead_cipher_is_negotiated_where_the_server_offers_one(lab: SshLab) -> None:
+    """AES-GCM is checked in compiled code; the CTR ciphers' MAC is compared in Python."""
+    source = SshNodeSource(lab.settings())
+    try:
+        assert source.collect(Key.LSMOD, lab.query(), timeout=20).ok
+        (conn,) = source._connections.values()
+        ciphers = {
+            (c.get_transport().local_cipher, c.get_transport().remote_cipher) for c in conn.clients
+        }
+    finally:
+        source.close()
+    assert ciphers == {("aes128-gcm@openssh.com", "aes128-gcm@openssh.com")}
