@@ -7,9 +7,11 @@ those tables, keeps the filter, and marks the rows the current step cites. Cells
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -32,6 +34,18 @@ def row_cells(row: Row) -> list[Text]:
     if cells and row.cited:
         cells[0] = Text(CITED_MARK + row.cells[0], style=style, no_wrap=True)
     return cells
+
+
+def column_widths(labels: Sequence[str], rows: Sequence[Sequence[Text]]) -> list[int]:
+    """Each column's width: its widest cell or label, as DataTable's auto width measures it.
+
+    Given to the table rather than left to its auto width, which it measures later, when
+    idle: a table refilled in between (a watched event arriving) kept its label widths."""
+    widths = [cell_len(label) for label in labels]
+    for row in rows:
+        for i, cell in enumerate(row[: len(widths)]):
+            widths[i] = max(widths[i], max(cell_len(line) for line in cell.plain.split("\n")))
+    return widths
 
 
 class EvidenceTable(DataTable[Text]):
@@ -166,9 +180,11 @@ class EvidenceTabs(Vertical):
             self.shown[spec.id] = data
             self.query_one(f"#note-{spec.id}", Static).update(Content(data.note))
             table = self.query_one(f"#table-{spec.id}", EvidenceTable)
+            rows = [row_cells(r) for r in data.rows]
             table.clear(columns=True)
-            table.add_columns(*data.columns)
-            table.add_rows(row_cells(r) for r in data.rows)
+            for label, width in zip(data.columns, column_widths(data.columns, rows), strict=True):
+                table.add_column(label, width=width)
+            table.add_rows(rows)
             first_cited = next((i for i, r in enumerate(data.rows) if r.cited), None)
             if first_cited is not None:
                 table.move_cursor(row=first_cited)
