@@ -85,6 +85,12 @@ def startup(report: Report, args: argparse.Namespace) -> None:
 
     with Lab(args.latency_ms / 1000, args.installed) as lab:
         report.figures += startup_bench.measure(lab, args.runs)
+    from bench import first_frame_bench
+
+    try:
+        report.figures += first_frame_bench.measure(max(3, args.runs), args.installed)
+    except RuntimeError as exc:
+        report.problems.append(f"TUI first frame in tmux not measured: {exc}")
     out = _script("tui_startup.py", "--runs", str(max(1, args.runs // 2)))
     if out is None:
         report.problems.append("bench/tui_startup.py is missing: demo-scenario startup not run")
