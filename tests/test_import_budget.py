@@ -52,6 +52,9 @@ GPUTRIAGE = frozenset(
         "gputriage.parsers.nvidia_smi_perf",
         "gputriage.parsers.prom_series",
         "gputriage.report.gpu_section",
+        # which sources do not apply to this pod (left out of "could not see"): job kinds
+        "gputriage.report.source_states",
+        "gputriage.evidence.job_target",
         "gputriage.commands",
         "gputriage.commands.collect",
         "gputriage.commands.demo",

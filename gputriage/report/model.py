@@ -194,6 +194,7 @@ class SourceInfo:
     status: str
     detail: str
     source: str
+    state: str = ""  # ok, not applicable, not collected, failed (report.source_states)
 
 
 @dataclass(frozen=True)

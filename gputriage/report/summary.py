@@ -21,6 +21,7 @@ from gputriage.facts.model import FactSet
 from gputriage.playbook.transcript import Finding, Outcome, Transcript, Visit
 from gputriage.report.gpu_section import gpu_section
 from gputriage.report.notes import Note
+from gputriage.report.source_states import SourceState, reading
 from gputriage.textsafe import clean_obj
 
 #: Fact groups whose list entries carry timestamps worth putting on the timeline.
@@ -99,6 +100,7 @@ def build_summary(
                 "status": e.status.value,
                 "detail": e.detail,
                 "source": e.source,
+                "state": reading(e, facts).state.value,
             }
             for k in Key
             if (e := evidence.get_or_missing(k))
@@ -108,7 +110,12 @@ def build_summary(
         # issue 13: pod <-> GPU mapping, candidate nodes of a Pending pod, a job's pods
         "placement": gpu_section(facts),
     }
-    summary["unreadable"] = [s for s in summary["sources"] if s["status"] != Status.OK.value]
+    # What could not be seen: failed and not collected; not what does not apply to this pod.
+    summary["unreadable"] = [
+        s
+        for s in summary["sources"]
+        if s["status"] != Status.OK.value and s["state"] != SourceState.NOT_APPLICABLE.value
+    ]
     cleaned: dict[str, Any] = _clean(summary)
     return cleaned
 

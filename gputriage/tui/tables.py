@@ -16,8 +16,8 @@ from typing import Any
 
 from gputriage.evidence.model import DESCRIPTIONS, Evidence, EvidenceSet, Key, LineRef, Status
 from gputriage.facts.model import FactGroup, FactSet
+from gputriage.report.source_states import SourceState, reading
 from gputriage.textsafe import inert_line
-from gputriage.tui.source_states import SourceState, reading
 
 #: Log tabs keep the newest lines only: a table of a million journal lines helps nobody.
 MAX_LOG_ROWS = 2000

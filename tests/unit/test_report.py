@@ -116,7 +116,10 @@ def _fixture_summary() -> dict:
         Target("ml", "trainer-0", "u1", "gpu-7"),
         {
             "pod": FactGroup(
-                "pod", True, "", {"phase": "Running", "gpu_resources": {"nvidia.com/gpu": 8}}
+                "pod",
+                True,
+                "",
+                {"phase": "Running", "node": "gpu-7", "gpu_resources": {"nvidia.com/gpu": 8}},
             ),
             "kernel": FactGroup(
                 "kernel",

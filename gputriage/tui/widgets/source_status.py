@@ -16,8 +16,8 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from gputriage.evidence.model import Status
+from gputriage.report.source_states import SourceState, reading
 from gputriage.textsafe import inert_line
-from gputriage.tui.source_states import SourceState, reading
 from gputriage.tui.view import TriageView
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

@@ -5,7 +5,9 @@ Four states, and only one of them is red:
 * ``ok``: collected.
 * ``not applicable``: there is nothing to collect *for this pod*, and that is expected: the
   container log of a pod whose containers never started, the node-side evidence of a pod that
-  is not scheduled. Saying "failed" there sends the SRE chasing a non-problem.
+  is not scheduled, the candidate nodes of a pod that is, the job's pods of a pod no job owns.
+  Saying "failed" there sends the SRE chasing a non-problem; the TUI's status bar and the
+  reports' "could not see" list leave these out.
 * ``not collected``: nobody looked (no SSH configured, not in the bundle).
 * ``failed``: we looked and it went wrong (error, timeout, forbidden): the only red state.
 """
@@ -17,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputriage.evidence.job_target import JOB_KINDS
 from gputriage.evidence.model import Evidence, Key, Status
+from gputriage.evidence.sources import NODE_KEYS
 from gputriage.facts.model import FactSet
 
 
@@ -31,18 +35,7 @@ class SourceState(enum.StrEnum):
 
 #: Evidence that lives on (or is about) the pod's node: nothing to fetch before scheduling.
 NODE_SIDE: frozenset[Key] = frozenset(
-    {
-        Key.NODE,
-        Key.NODE_PODS,
-        Key.NODE_EVENTS,
-        Key.KUBELET_LOG,
-        Key.DMESG,
-        Key.NVIDIA_SMI,
-        Key.LSMOD,
-        Key.DEV_NVIDIA,
-        Key.CONTAINERD_CONFIG,
-        Key.DEVICE_PLUGIN_LOG,
-    }
+    {Key.NODE, Key.NODE_PODS, Key.NODE_EVENTS, Key.DEVICE_PLUGIN_LOG, *NODE_KEYS}
 )
 
 
@@ -69,6 +62,10 @@ def not_applicable_because(key: Key, facts: FactSet | None) -> str:
         return ""
     if key in NODE_SIDE and not pod.get("node"):
         return "the pod is not scheduled to a node yet"
+    if key is Key.CANDIDATES and pod.get("node"):
+        return f"the pod is on node {pod['node']}: candidate nodes are for pods not scheduled yet"
+    if key is Key.JOB_PODS and str(pod.get("owner_kind") or "") not in JOB_KINDS:
+        return "no job owns the pod (a Job, PyTorchJob, MPIJob, JobSet...)"
     containers = _containers(pod)
     if (
         key is Key.CONTAINER_LOG

@@ -8,8 +8,8 @@ from pathlib import Path
 from gputriage.evidence.bundle import decode
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, Status
 from gputriage.facts.build import build_facts
+from gputriage.report.source_states import SourceState, reading
 from gputriage.tui import tables
-from gputriage.tui.source_states import SourceState, reading
 from tests.tui.bundles import pod_object
 
 
@@ -88,3 +88,56 @@ def test_sources_tab_colours_only_failures(tmp_path: Path) -> None:
     assert rows["kubelet"].tone == ""
     assert rows["nodes"].cells[1] == "failed: timeout" and rows["nodes"].tone == "error"
     assert rows["quota"].cells[1] == "not collected" and rows["quota"].tone == ""
+
+
+def _owned_by(pod: dict[str, object], kind: str) -> dict[str, object]:
+    meta = pod["metadata"]
+    assert isinstance(meta, dict)
+    meta["ownerReferences"] = [{"kind": kind, "name": "owner", "controller": True}]
+    return pod
+
+
+def test_candidate_nodes_and_job_pods_apply_only_where_they_can_exist() -> None:
+    _, scheduled = facts_for(_owned_by(creating_pod(), "ReplicaSet"))
+    candidates = reading(Evidence(Key.CANDIDATES, Status.UNAVAILABLE, "on a node"), scheduled)
+    assert candidates.state is SourceState.NOT_APPLICABLE
+    assert "gpu-node-7" in candidates.why
+    jobs = reading(Evidence(Key.JOB_PODS, Status.UNAVAILABLE, "one pod"), scheduled)
+    assert jobs.state is SourceState.NOT_APPLICABLE
+    # A Pending pod: its candidate nodes are expected, so not reading them is a gap.
+    _, pending = facts_for(pod_object())
+    gap = reading(Evidence(Key.CANDIDATES, Status.UNAVAILABLE, "--nodes 0"), pending)
+    assert gap.state is SourceState.NOT_COLLECTED
+    # A job's pod triaged alone: its peers could have been read (KIND/NAME), so it is a gap.
+    for kind in ("Job", "PyTorchJob"):
+        _, worker = facts_for(_owned_by(creating_pod(), kind))
+        peers = reading(Evidence(Key.JOB_PODS, Status.UNAVAILABLE, "one pod"), worker)
+        assert peers.state is SourceState.NOT_COLLECTED, kind
+
+
+def test_reports_leave_out_what_does_not_apply_and_say_the_state_of_every_source() -> None:
+    from gputriage.playbook.engine import walk
+    from gputriage.playbook.loader import load_playbooks
+    from gputriage.report.render import render
+
+    pod = _owned_by(creating_pod(), "ReplicaSet")
+    evidence = EvidenceSet(
+        [
+            decode(Key.POD, json.dumps(pod).encode(), source="b/pod.json"),
+            Evidence(Key.CANDIDATES, Status.UNAVAILABLE, "the pod is on a node", ""),
+            Evidence(Key.JOB_PODS, Status.UNAVAILABLE, "the target is one pod", ""),
+            Evidence(Key.KUBELET_LOG, Status.TIMEOUT, "ssh timed out", ""),
+        ]
+    )
+    facts = build_facts(evidence)
+    transcript = walk(load_playbooks(user_config=False), facts, {}, {})
+    doc = json.loads(render("json", "", "", evidence, facts, transcript, []))
+    states = {s["key"]: s["state"] for s in doc["sources"]}
+    assert states["candidate-nodes"] == states["job-pods"] == "not applicable"
+    assert states["kubelet"] == "failed" and states["pod"] == "ok"
+    unreadable = {s["key"] for s in doc["unreadable"]}
+    assert "kubelet" in unreadable
+    assert not unreadable & {"candidate-nodes", "job-pods", "pod"}
+    md = render("markdown", "", "", evidence, facts, transcript, [])
+    could_not_see = md.split("## What gputriage could not see", 1)[1]
+    assert "ssh timed out" in could_not_see and "the target is one pod" not in could_not_see
