@@ -196,6 +196,8 @@ def parse_containerd_config(text: str) -> ContainerdConfig:
         data = _load_toml(text)
     except ValueError as exc:  # TOMLDecodeError, or an integer past Python's digit limit
         return ContainerdConfig(problem=f"invalid TOML: {exc}")
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        return ContainerdConfig(problem="invalid TOML: nested too deeply to be a containerd config")
     try:
         return _read_config(data)
     except (AttributeError, TypeError, ValueError) as exc:

@@ -180,3 +180,11 @@ def test_bundle_decode_every_key(key: Key) -> None:
 
     assert DESCRIPTIONS[key]
     decode_is_total()
+
+
+@pytest.mark.parametrize(
+    "nested", ["a = " + "[" * 5000 + "]" * 5000, "a = " + "{b = " * 5000 + "1" + "}" * 5000]
+)
+def test_containerd_config_nested_past_the_recursion_limit_is_a_named_problem(nested: str) -> None:
+    config = parse_containerd_config(nested)
+    assert config.problem.startswith("invalid TOML")

@@ -52,8 +52,8 @@ async def test_startup_streams_every_key_then_walks(app: TriageApp, walker: Hand
         # An unscheduled pod: node-side evidence and the never-started container's log are
         # expected to be missing ("not applicable"), distinct from "not collected".
         assert (
-            f"Sources 3/{len(Key)} ok  – not applicable: 11 sources  – not collected: "
-            f"{len(Key) - 14} sources" in text
+            f"Sources 3/{len(Key)} ok  – not applicable: 14 sources  – not collected: "
+            f"{len(Key) - 17} sources" in text
         )
         assert (
             "⏎ Follow o Override b Back c Copy e Export f Fix v View 1-9 Tabs ? Help q Quit"
