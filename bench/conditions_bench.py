@@ -125,7 +125,7 @@ def measure(reps: int, runs: int = 3) -> list[Figure]:
             load,
             "s",
             2.0,
-            note=f"fresh process, median of {runs}: data from the cache, checked and compiled",
+            note=f"fresh process, median of {runs}: rebuilt from the cache (checked before)",
         ),
         at_most(
             SECTION,

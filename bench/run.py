@@ -213,16 +213,15 @@ def playbooks(report: Report, args: argparse.Namespace) -> None:
 EXPLAIN: dict[str, str] = {
     "manual chain / gputriage": (
         "A fresh process pays for its start-up in CPU time, which threads cannot hide on two "
-        "cores (the GIL runs Python code one thread at a time). With CEL's compiled module "
-        "only, playbooks from the load cache, the standard library's HTTPS instead of the "
-        "official Kubernetes client, the walk's code imported while the API answers and SSH "
-        "connected as soon as the pod names its node, a live triage still spends about 0.4 s "
-        "of CPU here: importing gputriage (about 100 modules; their dataclasses and regular "
-        "expressions are built at import), paramiko (about 0.09 s), TLS and SSH handshakes "
-        "and packets, then facts, walk and report (the CPU time rows: more than the manual "
-        "chain's six processes together). kubectl and ssh are compiled programs. The "
-        "ratio grows with real latency (gputriage's ~20 requests and 6 node commands run at "
-        "once; the chain pays every round trip in turn) and shrinks with machine load: "
+        "cores (the GIL runs Python code one thread at a time), and the fake API server and "
+        "sshd share the same two cores. What is left on the critical path, measured with "
+        "timestamps in one run: interpreter start, the CLI and the kube client's imports "
+        "(http.client, ssl) before the pod's GET; then paramiko's import (about 30 ms, "
+        "importlib.metadata included) while 19 API requests shake hands and parse; the SSH "
+        "handshake; the node commands' round trips; then facts, walk and report (about 35 "
+        "ms). CPU time is now below the manual chain's six processes together (the CPU rows). "
+        "The ratio grows with real latency (gputriage's ~20 requests and 9 node commands run "
+        "at once; the chain pays every round trip in turn) and shrinks with machine load: "
         "compare the load average printed with the figures."
     ),
     "gputriage POD --from BUNDLE --report json (fresh process)": (
@@ -239,7 +238,16 @@ EXPLAIN: dict[str, str] = {
     "full walk / slowest single source": (
         "Every key runs in its own thread in one interpreter: on a loaded machine the threads "
         "and the facts/walk CPU time compete for the GIL, so the ratio is noisy; compare with "
-        "a run on an idle machine."
+        "a run on an idle machine. The slowest single source got faster (the containerd "
+        "config's alternatives now run at once), which raises this ratio while the full "
+        "walk itself got faster too."
+    ),
+    "TUI in tmux: gputriage first frame / hello world's": (
+        "Before its first frame gputriage imports its CLI and TUI modules (about 60 ms) and "
+        "composes about 75 widgets against hello world's 3: the nine evidence tables alone "
+        "cost about 60 ms (measured by leaving them out); with header, walk, step and fix "
+        "only, the first frame came at 1.6x. Mounting the tables after the first frame "
+        "(Textual's Lazy) moved it by about 20 ms (2.2x to 2.05x in one run)."
     ),
 }
 
