@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import App
-from textual.widgets import Input, TextArea
 from textual.worker import Worker, WorkerState
 
 from gputriage.errors import GputriageError
@@ -38,9 +37,7 @@ from gputriage.tui.messages import (
 from gputriage.tui.screens.triage import TriageScreen
 from gputriage.tui.view import TriageView
 from gputriage.tui.walkstate import Walker
-from gputriage.tui.widgets.evidence_tabs import EvidenceTable, EvidenceTabs
 from gputriage.tui.widgets.fix_panel import FixPanel
-from gputriage.tui.widgets.source_status import SourceStatus
 from gputriage.tui.widgets.step_panel import StepPanel
 from gputriage.tui.widgets.walk_path import WalkPath
 
@@ -50,6 +47,8 @@ if TYPE_CHECKING:
     from gputriage.report.notes import NotesStore
     from gputriage.tui.clipboard import CopyResult
     from gputriage.tui.tables import RowDetail
+    from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+    from gputriage.tui.widgets.source_status import SourceStatus
 
 
 def triage_commands() -> type[Provider]:
@@ -82,6 +81,16 @@ def playbook_walker(
     playbooks = load_playbooks(list(extra_dirs))
     problems = tuple(str(p) for p in playbooks.problems)
     return partial(walk, playbooks, entry=entry), problems
+
+
+#: Widgets that keep ``enter`` for themselves: text boxes, and evidence tables (it opens the
+#: row). Matched by class name: none of them exists before the first frame, and importing
+#: their modules on the way to it would delay it.
+_KEEP_ENTER = frozenset({"Input", "TextArea", "EvidenceTable"})
+
+
+def _keeps_enter(widget: object) -> bool:
+    return any(cls.__name__ in _KEEP_ENTER for cls in type(widget).__mro__)
 
 
 def _session_target(session: Session) -> str:
@@ -348,7 +357,8 @@ class TriageApp(App[int]):
     def settled(self) -> bool:
         """Everything collected and walked: what tests and benchmarks wait for."""
         return (
-            not self.pending
+            self.triage.rest_mounted
+            and not self.pending
             and not self._rebuild_scheduled
             and self.facts is not None
             and (self.transcript is not None or bool(self.walk_status))
@@ -359,9 +369,7 @@ class TriageApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # ``enter`` is a priority binding so lists don't swallow it; text boxes still need it.
         # On an evidence row ``enter`` opens the row whole (the table's own binding).
-        return not (
-            action == "follow" and isinstance(self.focused, Input | TextArea | EvidenceTable)
-        )
+        return not (action == "follow" and _keeps_enter(self.focused))
 
     def action_follow(self) -> None:
         step = walkstate.follow(self.cursor, self.transcript)
@@ -375,10 +383,10 @@ class TriageApp(App[int]):
             self.notify(self.walk_status or "Waiting for more evidence.", title="walk")
 
     def action_go_back(self) -> None:
-        tabs = self.triage.query_one(EvidenceTabs)
+        tabs = self.triage.evidence_tabs()
         if self.triage.maximized is not None:
             self.triage.minimize()
-        elif tabs.filter_open:
+        elif tabs is not None and tabs.filter_open:
             tabs.close_filter()
         elif self.cursor > 0:
             back = self.cursor - 1
@@ -510,19 +518,24 @@ class TriageApp(App[int]):
         )
 
     def action_filter(self) -> None:
-        self.triage.query_one(EvidenceTabs).open_filter()
+        if (tabs := self.triage.evidence_tabs()) is not None:
+            tabs.open_filter()
 
     def action_show_tab(self, tab_id: str) -> None:
-        self.triage.query_one(EvidenceTabs).show_tab(tab_id)
+        if (tabs := self.triage.evidence_tabs()) is not None:
+            tabs.show_tab(tab_id)
 
     def action_tab_number(self, number: int) -> None:
-        self.triage.query_one(EvidenceTabs).show_tab_number(number)
+        if (tabs := self.triage.evidence_tabs()) is not None:
+            tabs.show_tab_number(number)
 
     def action_next_tab(self, delta: int) -> None:
-        self.triage.query_one(EvidenceTabs).next_tab(delta)
+        if (tabs := self.triage.evidence_tabs()) is not None:
+            tabs.next_tab(delta)
 
     def action_view_row(self) -> None:
-        detail = self.triage.query_one(EvidenceTabs).highlighted_detail()
+        tabs = self.triage.evidence_tabs()
+        detail = tabs.highlighted_detail() if tabs is not None else None
         if detail is None:
             self.notify("This tab has no rows to open.", title="view")
             return

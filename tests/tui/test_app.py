@@ -692,3 +692,26 @@ async def test_bundle_refresh_says_it_reads_every_source(app: TriageApp) -> None
         assert [n.message for n in app._notifications if n.title == "refresh"] == [
             "Collecting every source again."
         ]
+
+
+async def test_the_first_frame_is_header_walk_step_and_fix_the_rest_follows(
+    app: TriageApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16: the evidence tables, the source bar and the footer mount after the first
+    frame; keys that reach for them before then do nothing instead of failing."""
+    from gputriage.tui.screens.triage import TriageScreen
+
+    monkeypatch.setattr(TriageScreen, "REST_DELAY", 60.0)  # hold the rest back
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.triage
+        assert not screen.rest_mounted and not screen.query(EvidenceTabs)
+        assert screen.query_one(WalkPath) and screen.query_one(FixPanel)
+        assert "ml/trainer-0" in screen_text(app)
+        for key in ("1", "]", "/", "v", "b"):
+            await pilot.press(key)
+        assert app.is_running and not app.settled
+        await screen._mount_rest()
+        await settle(pilot, app)
+        assert screen.rest_mounted and screen.query_one(EvidenceTabs).view is not None
+        assert "⏎ Follow" in screen_text(app)

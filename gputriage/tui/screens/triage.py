@@ -7,22 +7,22 @@ because the app owns the walk.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from gputriage.tui.view import TriageView
-from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
 from gputriage.tui.widgets.fix_panel import FixPanel
-from gputriage.tui.widgets.source_status import SourceStatus
 from gputriage.tui.widgets.step_panel import StepPanel
 from gputriage.tui.widgets.target_header import TargetHeader, header_content
 from gputriage.tui.widgets.walk_path import WalkPath
+
+if TYPE_CHECKING:
+    from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
 
 #: k9s-familiar keys. The help screen and the command palette are generated from this list;
 #: the footer shows them in this order, so the ones an SRE needs at 80 columns come first.
@@ -148,11 +148,14 @@ class TriageScreen(Screen[None]):
             with Vertical(id="detail"):
                 yield StepPanel(id="step")
                 yield FixPanel(id="fix")
-        # Not Lazy-mounted: a DataTable filled before its pane had a size measured its columns
-        # too narrow, nondeterministically (seen in snapshots), so the tabs mount with the rest.
-        yield EvidenceTabs(id="evidence")
-        yield SourceStatus(id="sources")
-        yield Footer(show_command_palette=False, compact=True)
+        # The evidence tabs (nine tables), the source status bar and the footer follow once
+        # the first frame is out (``_mount_rest``): the pod header, the walk and the verdict's
+        # skeleton paint first.
+
+    #: How long after mounting the rest of the screen follows: past the first frame.
+    REST_DELAY = 1 / 30
+    #: Set once the rest of the screen is mounted (the app's ``settled`` waits for it).
+    rest_mounted = False
 
     #: Below this size the compact layout applies (80x24 must show verdict, fix and keys).
     COMPACT_WIDTH, COMPACT_HEIGHT = 100, 32
@@ -170,6 +173,23 @@ class TriageScreen(Screen[None]):
         # The app handed the first view down before this screen was mounted: show it now, so
         # the first frame already has the pod header and the verdict's skeleton.
         self.watch_view(self.view)
+        self.set_timer(self.REST_DELAY, self._mount_rest)
+
+    async def _mount_rest(self) -> None:
+        # Imported here too: the tables' code loads after the first frame, not before it.
+        from textual.widgets import Footer
+
+        from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+        from gputriage.tui.widgets.source_status import SourceStatus
+
+        await self.mount(
+            EvidenceTabs(id="evidence"),
+            SourceStatus(id="sources"),
+            Footer(show_command_palette=False, compact=True),
+        )
+        self.rest_mounted = True
+        self.watch_view(self.view)
+        self.refresh_bindings()  # the footer lists the keys once it is there
 
     def watch_view(self, view: TriageView | None) -> None:
         if view is None or not self.is_mounted:
@@ -178,5 +198,18 @@ class TriageScreen(Screen[None]):
         self.query_one(WalkPath).view = view
         self.query_one(StepPanel).view = view
         self.query_one(FixPanel).view = view
+        if not self.rest_mounted:  # the tabs and the status bar follow the first frame
+            return
+        from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+        from gputriage.tui.widgets.source_status import SourceStatus
+
         self.query_one(EvidenceTabs).view = view
         self.query_one(SourceStatus).view = view
+
+    def evidence_tabs(self) -> EvidenceTabs | None:
+        """The evidence tabs, or None in the moment before they are mounted."""
+        if not self.rest_mounted:
+            return None
+        from gputriage.tui.widgets.evidence_tabs import EvidenceTabs
+
+        return self.query_one(EvidenceTabs)
