@@ -243,11 +243,10 @@ EXPLAIN: dict[str, str] = {
         "walk itself got faster too."
     ),
     "TUI in tmux: gputriage first frame / hello world's": (
-        "Before its first frame gputriage imports its CLI and TUI modules (about 60 ms) and "
-        "composes about 75 widgets against hello world's 3: the nine evidence tables alone "
-        "cost about 60 ms (measured by leaving them out); with header, walk, step and fix "
-        "only, the first frame came at 1.6x. Mounting the tables after the first frame "
-        "(Textual's Lazy) moved it by about 20 ms (2.2x to 2.05x in one run)."
+        "The first frame holds the header, the walk, the step and the fix; the evidence "
+        "tables, the source bar and the footer mount just after it, and their modules load "
+        "then. What is left before it: gputriage's CLI and TUI imports (about 40 ms) and "
+        "reading the bundle. On a loaded machine the ratio moves: compare the load average."
     ),
 }
 
