@@ -413,7 +413,8 @@ async def test_slow_sources_never_freeze_the_screen(
     async with app.run_test(size=SIZE) as pilot:
         for _ in range(100):
             await pilot.pause(0.02)
-            if app.transcript is not None:
+            if app.transcript is not None and app.triage.rest_mounted:  # the source bar too
+                await pilot.pause()
                 break
         assert app.pending and Key.POD not in app.pending and app.transcript is not None
         assert f"Sources 1/{len(Key)} ok" in screen_text(app)
