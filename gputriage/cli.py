@@ -77,15 +77,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _normalise(argv: list[str]) -> list[str]:
-    """``gputriage <pod> ...`` means ``gputriage triage <pod> ...``."""
-    for i, word in enumerate(argv):
-        if word in ("-h", "--help", "--version"):
-            return argv
-        if not word.startswith("-"):
-            if word not in COMMANDS:
-                return [*argv[:i], "triage", *argv[i:]]
-            return argv
-    return argv
+    """``gputriage <pod> ...`` means ``gputriage triage <pod> ...``; so does a command line
+    that starts with an option (``kubectl gputriage -n ml trainer-0``: the top level has no
+    options of its own besides help and version)."""
+    if not argv or argv[0] in ("-h", "--help", "--version") or argv[0] in COMMANDS:
+        return argv
+    return ["triage", *argv]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

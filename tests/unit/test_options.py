@@ -182,3 +182,36 @@ def test_a_walk_is_only_what_it_describes(tmp_path: Path) -> None:
     summary = json.loads(out.read_text())
     assert rc in (0, 3, 4)
     assert summary["walk"][0]["id"] == "node-onboarding/driver"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["trainer-0", "-n", "ml"], ["triage", "trainer-0", "-n", "ml"]),
+        # kubectl hands a plugin its arguments as typed: `kubectl gputriage -n ml trainer-0`
+        (["-n", "ml", "trainer-0"], ["triage", "-n", "ml", "trainer-0"]),
+        (
+            ["--context", "prod", "-n", "ml", "deploy/x"],
+            ["triage", "--context", "prod", "-n", "ml", "deploy/x"],
+        ),
+        (["scan", "-A"], ["scan", "-A"]),
+        (["xid", "79"], ["xid", "79"]),
+        (["--version"], ["--version"]),
+        (["-h"], ["-h"]),
+        ([], []),
+    ],
+)
+def test_a_pod_or_a_leading_option_means_triage(argv: list[str], expected: list[str]) -> None:
+    from gputriage.cli import _normalise
+
+    assert _normalise(argv) == expected
+
+
+def test_options_before_the_pod_reach_the_triage(tmp_path: Path) -> None:
+    from gputriage.cli import main
+
+    out = tmp_path / "r.json"
+    bundle = SCENARIOS / "lost-xid79"
+    argv = ["-n", "ml-prod", "llama-pretrain-worker-3", "--from", str(bundle)]
+    assert main([*argv, "--report", "json", "-o", str(out)]) == EXIT_FINDING
+    assert '"lost.gpu-fallen-off-bus"' in out.read_text()
