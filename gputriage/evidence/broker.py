@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -91,8 +91,11 @@ class Broker:
     def keys(self) -> tuple[Key, ...]:
         return (Key.POD, *self.cluster.keys(), *self.node_keys, *(f.key for f in self.followups))
 
-    async def stream(self) -> AsyncGenerator[Evidence, None]:
-        """Yield the pod, then every other key in the order they finish."""
+    async def stream(self, only: Collection[Key] | None = None) -> AsyncGenerator[Evidence, None]:
+        """Yield the pod, then every other key in the order they finish.
+
+        ``only``: collect just these keys (and the pod, and the Node object when a node key
+        needs its address): a refresh of the node side asks the API nothing else."""
         executor = ThreadPoolExecutor(
             max_workers=len(self.keys()) + 2, thread_name_prefix="gputriage-evidence"
         )
@@ -104,6 +107,13 @@ class Broker:
             queue: asyncio.Queue[Evidence] = asyncio.Queue()
             node_ready: asyncio.Future[Evidence | None] = asyncio.get_running_loop().create_future()
             wanted = self.cluster.keys()
+            node_keys = self.node_keys
+            followups = self.followups
+            if only is not None:
+                node_keys = tuple(k for k in node_keys if k in only)
+                keep = {*only, *((Key.NODE,) if node_keys else ())}
+                wanted = tuple(k for k in wanted if k in keep)
+                followups = tuple(f for f in followups if f.key in only)
             cluster_keys = tuple(k for k in wanted if k is not Key.POD)
             if Key.NODE not in cluster_keys:
                 node_ready.set_result(None)
@@ -133,8 +143,8 @@ class Broker:
                 await queue.put(await self._node_key(executor, key, pod, node))
 
             tasks = [asyncio.create_task(cluster_key(k)) for k in cluster_keys]
-            tasks += [asyncio.create_task(node_key(k)) for k in self.node_keys]
-            tasks += [asyncio.create_task(followup(f)) for f in self.followups]
+            tasks += [asyncio.create_task(node_key(k)) for k in node_keys]
+            tasks += [asyncio.create_task(followup(f)) for f in followups]
             for _ in tasks:
                 yield await queue.get()
         finally:

@@ -13,7 +13,7 @@ Importing this module is cheap: ``kubernetes`` and the node transports load in `
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gputriage.evidence.model import Evidence, EvidenceSet, Key
@@ -139,6 +139,12 @@ class LiveSession:
 
     async def stream(self) -> AsyncIterator[Evidence]:
         async for ev in self.broker.stream():
+            yield ev
+
+    async def stream_only(self, keys: Collection[Key]) -> AsyncIterator[Evidence]:
+        """The pod, then ``keys`` only (a refresh of the node side: the watch keeps the rest
+        live, so the API is asked nothing more than the node's address)."""
+        async for ev in self.broker.stream(only=keys):
             yield ev
 
     def collect_all(self) -> EvidenceSet:

@@ -203,7 +203,9 @@ class TriageApp(App[int]):
         keeps live) is left as the watch has it. Stops reading once every key landed."""
         self.post_message(CollectionStarted(keys))
         remaining = set(keys)
-        stream = self.session.stream()
+        # A live session can collect just these keys; any other streams everything.
+        stream_only = getattr(self.session, "stream_only", None)
+        stream = stream_only(keys) if callable(stream_only) else self.session.stream()
         try:
             async for evidence in stream:
                 if evidence.key in remaining:

@@ -670,9 +670,20 @@ async def test_live_refresh_reads_node_side_evidence_only(tmp_path: Path) -> Non
                 node_side = {k for k in before if k in NODE_KEYS}
                 assert Key.KUBELET_LOG in node_side
                 app.clear_notifications()
+                asked_before = len(api.requests)
                 await pilot.press("r")
                 await settle(pilot, app)
                 after = dict(app.evidence.items())
+                # The API is asked for the pod and its node (the address), nothing cluster-wide.
+                asked = {
+                    r.path for r in api.requests[asked_before:] if r.query.get("watch") != ("true",)
+                }
+                assert "/api/v1/namespaces/ml/pods/trainer-0" in asked
+                assert not asked & {
+                    "/api/v1/nodes",
+                    "/api/v1/namespaces/ml/events",
+                    "/apis/resource.k8s.io/v1/resourceslices",
+                }, asked
                 for key in (Key.POD, Key.EVENTS, Key.NODE):
                     assert after[key] is before[key], key  # the watch's, untouched
                 for key in node_side:
