@@ -308,12 +308,26 @@ class TriageApp(App[int]):
 
     # -- state changes ---------------------------------------------------------------------
 
+    #: While sources are still out, the screen is rebuilt at most this often: each rebuild
+    #: builds the facts, walks and redraws every panel, and 20-odd keys land one by one.
+    REBUILD_INTERVAL = 0.1
+
     def _schedule_rebuild(self) -> None:
         # Evidence often lands in bursts (a bundle yields everything at once): rebuild once
-        # after the burst's messages are handled, not once per message.
-        if not self._rebuild_scheduled:
-            self._rebuild_scheduled = True
-            self.call_later(self._rebuild)
+        # after the burst's messages are handled, not once per message. The first facts
+        # (the pod's) and the last key go out at once; in between, once per interval.
+        throttled = self.facts is not None and bool(self.pending)
+        if throttled and self._rebuild_scheduled:
+            return
+        self._rebuild_scheduled = True
+        if throttled:
+            self.set_timer(self.REBUILD_INTERVAL, self._rebuild_if_due)
+        else:
+            self.call_later(self._rebuild_if_due)
+
+    def _rebuild_if_due(self) -> None:
+        if self._rebuild_scheduled:  # not done meanwhile (the last key landed)
+            self._rebuild()
 
     def _rebuild(self) -> None:
         from gputriage.facts.build import build_facts

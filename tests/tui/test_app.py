@@ -727,3 +727,37 @@ async def test_the_first_frame_is_header_walk_step_and_fix_the_rest_follows(
         await settle(pilot, app)
         assert screen.rest_mounted and screen.query_one(EvidenceTabs).view is not None
         assert "⏎ Follow" in screen_text(app)
+
+
+class TrickleSession(BundleSession):
+    """Yields the pod, then one key every 10 ms, as a live cluster's sources land."""
+
+    async def stream(self) -> AsyncIterator[Evidence]:
+        evidence = self._load()
+        yield evidence[Key.POD]
+        for key in Key:
+            if key is not Key.POD:
+                await asyncio.sleep(0.01)
+                yield evidence.get_or_missing(key)
+
+
+async def test_keys_landing_one_by_one_rebuild_the_screen_a_few_times_not_once_each(
+    bundle: Path, walker: HandWalker, tmp_path: Path
+) -> None:
+    app = make_app(bundle, walker, tmp_path, session=TrickleSession(bundle, description="t"))
+    rebuilds: list[frozenset[Key]] = []
+    real = app._rebuild
+
+    def counting() -> None:
+        rebuilds.append(app.pending)
+        real()
+
+    app._rebuild = counting  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        assert app.pending == frozenset() and set(app.evidence) == set(Key)
+    # 27 keys over ~0.3 s: the pod's facts at once, then at most one rebuild per 0.1 s, and
+    # the last key's at once (nothing pending when it ran).
+    assert rebuilds[0] == frozenset(Key) - {Key.POD}
+    assert rebuilds[-1] == frozenset()
+    assert 2 <= len(rebuilds) <= 8, len(rebuilds)
