@@ -155,21 +155,10 @@ class LiveSession:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.broker.gather())
-        result: list[EvidenceSet] = []
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                result.append(asyncio.run(self.broker.gather()))
-            except BaseException as exc:  # handed to the caller's thread below
-                errors.append(exc)
-
-        worker = threading.Thread(target=run, name="gputriage-collect-all")
-        worker.start()
-        worker.join()
-        if errors:
-            raise errors[0]
-        return result[0]
+        # Inside an event loop (the TUI): the broker runs its own loop in a thread.
+        return _in_background(
+            lambda: asyncio.run(self.broker.gather()), name="gputriage-collect-all"
+        )()
 
     def close(self) -> None:
         """Close node connections and the API client (safe to call twice)."""
@@ -181,7 +170,7 @@ class LiveSession:
                 continue
 
 
-def _in_background(call: Callable[[], _T]) -> Callable[[], _T]:
+def _in_background(call: Callable[[], _T], name: str = "gputriage-target") -> Callable[[], _T]:
     """Start ``call`` in a thread now; the function returned waits for its result (or raises
     what it raised). The thread is a daemon: an interrupted wait does not wait for it."""
     done: list[_T] = []
@@ -193,7 +182,7 @@ def _in_background(call: Callable[[], _T]) -> Callable[[], _T]:
         except BaseException as exc:  # handed to the caller's thread
             failed.append(exc)
 
-    worker = threading.Thread(target=run, name="gputriage-target", daemon=True)
+    worker = threading.Thread(target=run, name=name, daemon=True)
     worker.start()
 
     def result() -> _T:

@@ -25,6 +25,7 @@ run with the same fingerprint builds the playbook without checking it again
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -144,11 +145,15 @@ def parse_yaml_cached(raw: bytes, text: str, file: str) -> CachedYaml:
     return CachedYaml(data, smap, problems, key if not problems else None)
 
 
-def check_fingerprint(fact_paths: Iterable[str], *, shipped: bool) -> str | None:
+def check_fingerprint(fact_paths: frozenset[str], *, shipped: bool) -> str | None:
     """What the per-file checks of a file depend on, as one digest; None: do not remember."""
     salt = _checker_modules_salt()
-    if not salt:
-        return None
+    return _fingerprint(salt, fact_paths, shipped) if salt else None
+
+
+@functools.cache
+def _fingerprint(salt: bytes, fact_paths: frozenset[str], shipped: bool) -> str:
+    # Once per layer, not once per file: the same few hundred fact paths every time.
     digest = hashlib.sha256(salt)
     digest.update(b"shipped" if shipped else b"user")
     digest.update("\n".join(sorted(fact_paths)).encode())
