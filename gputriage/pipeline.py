@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -156,23 +155,33 @@ def exit_code(transcript: Transcript) -> int:
     return EXIT_FINDING
 
 
-def _prepare_walk(dirs: list[Path]) -> PlaybookSet:
-    """Everything the walk needs besides the evidence: the code that builds facts, walks and
-    renders (imported here, in the background), and the playbooks."""
-    import gputriage.facts.build
-    import gputriage.playbook.engine
-    import gputriage.report.render  # noqa: F401
-    from gputriage.playbook.loader import load_playbooks
-
-    return load_playbooks(dirs)
-
-
 def run_headless(triage: Triage, options: TriageOptions, report: ReportOptions) -> int:
-    """Collect, build facts, walk, render, write; the exit code says how the walk ended."""
-    # Importing the walk's code and loading the playbooks take CPU time: do it while the
-    # evidence is on its way (the collection is mostly waiting on the network), not before.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="playbooks") as pool:
-        loading = pool.submit(_prepare_walk, [Path(p) for p in options.walk.playbook_dirs])
+    """Collect, build facts, walk, render, write; the exit code says how the walk ended.
+
+    Importing the walk's code and loading the playbooks take CPU time: they are done while
+    the evidence is on its way (the collection is mostly waiting on the network), in a forked
+    process when the evidence comes from a live cluster (:mod:`gputriage.prepared_walk`)."""
+    from gputriage.prepared_walk import prepare_walk
+
+    def finish(
+        playbooks: PlaybookSet, evidence: EvidenceSet, description: str, context: str
+    ) -> tuple[str, int]:
+        from gputriage.playbook.engine import walk
+        from gputriage.report.notes import read_notes_file
+        from gputriage.report.render import render
+
+        facts = triage.build_facts(evidence)
+        transcript = walk(playbooks, facts, report.answers, report.overrides, entry=triage.entry)
+        notes_file = options.walk.notes_file
+        notes = read_notes_file(notes_file) if notes_file else []
+        text = render(report.format, description, context, evidence, facts, transcript, notes)
+        if triage.report_extras is not None:
+            text = triage.report_extras(report.format, text, evidence, facts)
+        return text, exit_code(transcript)
+
+    dirs = [Path(p) for p in options.walk.playbook_dirs]
+    prepared = prepare_walk(dirs, finish, fork=options.bundle is None)
+    try:
         session = triage.open_session()
         try:
             evidence = session.collect_all()
@@ -180,28 +189,18 @@ def run_headless(triage: Triage, options: TriageOptions, report: ReportOptions) 
             close = getattr(session, "close", None)
             if callable(close):
                 close()
-        playbooks = loading.result()
-    from gputriage.playbook.engine import walk
-    from gputriage.report.notes import read_notes_file
-    from gputriage.report.render import render
-    from gputriage.report.write import atomic_write
-
-    for problem in playbooks.problems:
+        result = prepared.finish(evidence, session.description, session.context)
+    finally:
+        prepared.close()
+    for problem in result.problems:
         print(f"gputriage: warning: skipped playbook: {problem}", file=sys.stderr)
-    facts = triage.build_facts(evidence)
-    transcript = walk(playbooks, facts, report.answers, report.overrides, entry=triage.entry)
-    notes_file = options.walk.notes_file
-    notes = read_notes_file(notes_file) if notes_file else []
-    text = render(
-        report.format, session.description, session.context, evidence, facts, transcript, notes
-    )
-    if triage.report_extras is not None:
-        text = triage.report_extras(report.format, text, evidence, facts)
     if report.output is not None:
-        print(f"gputriage: wrote {atomic_write(report.output, text)}", file=sys.stderr)
+        from gputriage.report.write import atomic_write
+
+        print(f"gputriage: wrote {atomic_write(report.output, result.text)}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
-    return exit_code(transcript)
+        sys.stdout.write(result.text)
+    return result.exit_code
 
 
 def with_inventory(fmt: ReportFormat, text: str, evidence: EvidenceSet, facts: FactSet) -> str:

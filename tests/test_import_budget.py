@@ -35,6 +35,7 @@ GPUTRIAGE = frozenset(
         "gputriage.session",
         "gputriage.options",
         "gputriage.pipeline",
+        "gputriage.prepared_walk",
         "gputriage.textsafe",
         # node evidence, GPU placement, jobs and GPU metrics history: facts every walk builds
         "gputriage.evidence.candidate_model",

@@ -797,6 +797,10 @@ def _forbidden(user: str, attrs: _Attrs) -> _Reply:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default backlog is 5: a client opening ~20 connections at once (as
+    # gputriage's collection does) would see SYNs dropped and wait a 1 s retransmit. A real
+    # API server listens with the kernel's somaxconn.
+    request_queue_size = 128
 
     def __init__(
         self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], api: KubeAPI

@@ -1,0 +1,104 @@
+"""Run one prepared walk in a fresh interpreter and print what came back, as JSON.
+
+``python -m tests.walkfork MODE BUNDLE`` (from the checkout). The fork in
+:mod:`gputriage.prepared_walk` needs a process with no other thread, which a pytest process
+running servers is not: ``tests/unit/test_prepared_walk.py`` runs this instead. MODE:
+
+* ``fork`` / ``thread``: the walk as the headless runner does it, forked or in process;
+* ``crash``, ``garbage``, ``hang``, ``raise``: the child dies, answers nonsense, never answers,
+  or the walk raises (in the child and here alike);
+* ``close-early``: the run ends before any evidence (the session failed to open);
+* ``threaded``: another thread is running when the walk is prepared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputriage import prepared_walk
+from gputriage.errors import GputriageError
+
+if TYPE_CHECKING:
+    from gputriage.evidence.model import EvidenceSet
+    from gputriage.playbook.model import PlaybookSet
+
+PARENT = os.getpid()
+
+
+def _walk(
+    playbooks: PlaybookSet, evidence: EvidenceSet, description: str, context: str
+) -> tuple[str, int]:
+    from gputriage.facts.build import build_facts
+    from gputriage.pipeline import exit_code
+    from gputriage.playbook.engine import walk
+    from gputriage.report.render import render
+
+    facts = build_facts(evidence)
+    transcript = walk(playbooks, facts, {}, {})
+    text = render("json", description, context, evidence, facts, transcript, [])
+    return text, exit_code(transcript)
+
+
+def main(mode: str, bundle: Path) -> dict[str, Any]:
+    in_child = lambda: os.getpid() != PARENT  # noqa: E731
+
+    def finish(
+        playbooks: PlaybookSet, evidence: EvidenceSet, description: str, context: str
+    ) -> tuple[str, int]:
+        if mode == "crash" and in_child():
+            os._exit(9)
+        if mode == "garbage" and in_child():
+            return 123, "three"  # type: ignore[return-value]
+        if mode == "hang" and in_child():
+            time.sleep(60)
+        if mode == "raise":
+            raise GputriageError("the notes file is not readable", title="bad notes")
+        return _walk(playbooks, evidence, description, context)
+
+    if mode == "hang":
+        prepared_walk.ANSWER_TIMEOUT_S = 0.5
+    stop = threading.Event()
+    if mode == "threaded":
+        threading.Thread(target=stop.wait, daemon=True).start()
+    from gputriage.session import BundleSession
+
+    evidence = BundleSession(bundle).collect_all()
+    started = time.monotonic()
+    prepared = prepared_walk.prepare_walk([], finish, fork=mode != "thread")
+    pid = getattr(prepared, "_pid", None)
+    out: dict[str, Any] = {"child": pid is not None}
+    try:
+        if mode == "close-early":
+            return out
+        try:
+            result = prepared.finish(evidence, "a description", "a context")
+        except GputriageError as exc:
+            out["error"] = str(exc)
+            return out
+        out.update(
+            forked=result.forked,
+            text=result.text,
+            exit_code=result.exit_code,
+            problems=list(result.problems),
+        )
+        return out
+    finally:
+        prepared.close()
+        stop.set()
+        out["seconds"] = time.monotonic() - started
+        if pid is not None:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+                out["reaped"] = False
+            except ChildProcessError:
+                out["reaped"] = True
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], Path(sys.argv[2]))))
