@@ -1,7 +1,9 @@
 """Run every evidence source at once and hand each result over as soon as it lands.
 
-The pod comes first (the other keys need its node, uid and owner); then every cluster key and
-every node key start together, each blocking call in its own thread, each awaited under a
+The pod comes first (the other keys need its node, uid and owner); then a node source that can
+connect already starts doing so, and every cluster key and every node key start together (the
+cluster keys once the node connection has been dialled, see :data:`NODE_HEAD_START_S`), each
+blocking call in its own thread, each awaited under a
 deadline on top of the client's own timeout (``asyncio.wait_for`` cannot stop a thread, so the
 call must bound itself too). One slow or dead source never delays the others: total time is the
 slowest key, not the sum. Node keys wait only for the node object (for its address) and then
@@ -14,6 +16,7 @@ with status ``timeout`` or ``error`` and words saying so.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +28,12 @@ from gputriage.evidence.model import DESCRIPTIONS, Evidence, EvidenceSet, Key, S
 from gputriage.evidence.sources import NODE_KEYS, NodeQuery, NodeSource
 from gputriage.options import DEFAULT_REQUEST_TIMEOUT
 
+#: How long the other API requests wait, at most, for an early node connection to be dialled.
+#: Connecting, logging in and running the node's commands is the longest chain of a
+#: collection; Python runs one thread at a time, and ~20 API requests handled at once would
+#: slow its start (importing the SSH client, the key exchange) by as much as they take, while
+#: they finish well before the node's commands anyway.
+NODE_HEAD_START_S = 0.15
 #: When every node source failed, the failure shown is the first of these statuses found.
 _INFORMATIVE = (Status.ERROR, Status.FORBIDDEN, Status.TIMEOUT, Status.UNAVAILABLE)
 
@@ -102,7 +111,7 @@ class Broker:
         tasks: list[asyncio.Task[None]] = []
         try:
             pod = await self._run(executor, Key.POD, self.cluster.pod, self.deadline)
-            self._prepare_nodes(pod)
+            connecting = self._prepare_nodes(pod)
             yield pod
             queue: asyncio.Queue[Evidence] = asyncio.Queue()
             node_ready: asyncio.Future[Evidence | None] = asyncio.get_running_loop().create_future()
@@ -142,6 +151,10 @@ class Broker:
                 node = await asyncio.shield(node_ready)
                 await queue.put(await self._node_key(executor, key, pod, node))
 
+            if connecting:
+                await asyncio.get_running_loop().run_in_executor(
+                    executor, _wait_all, connecting, NODE_HEAD_START_S
+                )
             tasks = [asyncio.create_task(cluster_key(k)) for k in cluster_keys]
             tasks += [asyncio.create_task(node_key(k)) for k in node_keys]
             tasks += [asyncio.create_task(followup(f)) for f in followups]
@@ -153,23 +166,28 @@ class Broker:
             # Threads still running are bounded by their own timeouts; do not wait for them.
             executor.shutdown(wait=False, cancel_futures=True)
 
-    def _prepare_nodes(self, pod: Evidence) -> None:
+    def _prepare_nodes(self, pod: Evidence) -> list[threading.Event]:
         """Let node sources that can start connecting as soon as the pod names its node
-        (``prepare``, optional: SSH) do so, before the Node object has arrived."""
+        (``prepare``, optional: SSH) do so, before the Node object has arrived. Returns the
+        events they set once connecting is under way."""
         preparers = [p for p in (getattr(s, "prepare", None) for s in self.node_sources) if p]
         if not preparers:
-            return
+            return []
         try:
             query = self.cluster.node_query(pod, None)
         except Exception:  # _node_key reports it
-            return
+            return []
         if isinstance(query, str):
-            return
+            return []
+        started: list[threading.Event] = []
         for prepare in preparers:
             try:
-                prepare(query, self.node_timeout)
+                event = prepare(query, self.node_timeout)
             except Exception:  # an optimisation only: collect() still connects
                 continue
+            if isinstance(event, threading.Event):
+                started.append(event)
+        return started
 
     async def gather(self) -> EvidenceSet:
         """Everything, once every key has answered or timed out."""
@@ -245,6 +263,12 @@ class Broker:
                 return ev
             attempts.append((name, ev))
         return most_informative(attempts)
+
+
+def _wait_all(events: Sequence[threading.Event], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for event in events:
+        event.wait(max(0.0, deadline - time.monotonic()))
 
 
 def most_informative(attempts: Sequence[tuple[str, Evidence]]) -> Evidence:

@@ -60,9 +60,7 @@ class LiveSession:
         is no pod to triage."""
         from gputriage.evidence.kube_client import KubeClient, load_config
         from gputriage.evidence.kube_target import resolve_target
-        from gputriage.evidence.nodes import node_source, warm_up
 
-        warm_up(node)  # the SSH client loads while the API answers
         config = load_config(cluster.kubeconfig, cluster.context)
         namespace = cluster.namespace or config.namespace or DEFAULT_NAMESPACE
         timeout = cluster.request_timeout
@@ -72,6 +70,7 @@ class LiveSession:
             # While the pod's GET is on its way: the code that collects everything else.
             from gputriage.evidence.broker import Broker, FollowUp
             from gputriage.evidence.kube import KubeNodeLogSource, KubeSource
+            from gputriage.evidence.nodes import node_source
             from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
 
             resolved = resolving()
@@ -87,8 +86,8 @@ class LiveSession:
             since=node.since,
             job_selector=resolved.job_selector,
         )
-        # Nothing connects here: the broker lets the node source start as soon as the pod
-        # names its node.
+        # Nothing connects (or imports an SSH client) here: the broker lets the node source
+        # start as soon as the pod names its node.
         configured = node_source(node)
         node_sources: list[NodeSource] = [
             *([configured] if configured else []),

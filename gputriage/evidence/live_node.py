@@ -14,7 +14,7 @@ from gputriage.errors import GputriageError
 from gputriage.evidence.broker import Broker
 from gputriage.evidence.live import LiveSession
 from gputriage.evidence.model import Evidence, Key, Status
-from gputriage.evidence.nodes import node_address, node_source, warm_up
+from gputriage.evidence.nodes import node_address, node_source
 from gputriage.evidence.sources import NODE_API_KEYS, NodeQuery, NodeSource
 from gputriage.options import DEFAULT_NAMESPACE, ClusterAccess, NodeAccess
 
@@ -87,7 +87,6 @@ def open_node_session(node: str, cluster: ClusterAccess, access: NodeAccess) -> 
     from gputriage.evidence.kube import KubeNodeLogSource, KubeSource
     from gputriage.evidence.kube_client import KubeClient, load_config
 
-    warm_up(access)  # the SSH client loads while the API answers
     config = load_config(cluster.kubeconfig, cluster.context)
     timeout = cluster.request_timeout
     client = KubeClient(config, timeout=timeout)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,22 +45,6 @@ def parse_node_addresses(values: Iterable[str]) -> dict[str, str]:
             )
         result[node.strip()] = host.strip()
     return result
-
-
-def warm_up(access: NodeAccess) -> None:
-    """Start loading the node transport's code (the SSH client: ~30 ms of a fresh process) in
-    the background and return at once. A live session calls this before it asks the API
-    anything, so that once the pod names its node, connecting is all that is left."""
-    if access.local or not access.ssh:
-        return
-
-    def load() -> None:
-        import gputriage.evidence.ssh  # noqa: F401
-        from gputriage.evidence.sshconfig import import_paramiko
-
-        import_paramiko()
-
-    threading.Thread(target=load, name="gputriage-ssh-import", daemon=True).start()
 
 
 def node_source(access: NodeAccess) -> NodeSource | None:

@@ -55,7 +55,9 @@ class NodeSource(Protocol):
     """A transport to one node's evidence.
 
     Optional: ``prepare(query, timeout)``, which the broker calls (looked up with
-    ``getattr``) as soon as the pod names its node, so a transport can start connecting.
+    ``getattr``) as soon as the pod names its node, so a transport can start connecting. It may
+    return a ``threading.Event`` set once connecting is under way: the broker asks the API for
+    the rest only then (at most :data:`gputriage.evidence.broker.NODE_HEAD_START_S` later).
     """
 
     name: str  # "ssh", "local"

@@ -177,29 +177,37 @@ class SshNodeSource:
             )
         return replace(evidence, elapsed_s=time.monotonic() - started)
 
-    def prepare(self, query: NodeQuery, timeout: float) -> None:
+    def prepare(self, query: NodeQuery, timeout: float) -> threading.Event:
         """Start connecting to the node now, in the background, when where to connect does
         not depend on the Node object (a ``--node-address`` or a ``Host`` entry for the node's
         name): the broker calls this as soon as the pod names its node, so the SSH handshake
         overlaps the rest of the API's answers. ``collect`` then shares the connection, or its
-        failure."""
+        failure.
+
+        The event returned is set once the connection has been dialled (or will not be made
+        early): the broker holds the other API requests back until then, so the longest chain
+        of the collection (connect, log in, run commands) is not slowed down at its start."""
+        dialled = threading.Event()
         threading.Thread(
             target=self._connect_early,
-            args=(query, timeout),
+            args=(query, timeout, dialled),
             name="gputriage-ssh-early",
             daemon=True,
         ).start()
+        return dialled
 
-    def _connect_early(self, query: NodeQuery, timeout: float) -> None:
+    def _connect_early(self, query: NodeQuery, timeout: float, dialled: threading.Event) -> None:
         try:
             with self._lock:
                 known = bool(self.settings.overrides.get(query.node)) or bool(
                     query.node and has_host_entry(self._load_config(), query.node)
                 )
             if known:
-                self._connection(query, time.monotonic() + timeout)
+                self._connection(query, time.monotonic() + timeout, dialled)
         except Exception:  # recorded for collect() to report (or retried by it)
             return
+        finally:
+            dialled.set()
 
     def close(self) -> None:
         with self._lock:
@@ -238,8 +246,11 @@ class SshNodeSource:
 
     # -- connections -----------------------------------------------------------------------
 
-    def _connection(self, query: NodeQuery, deadline: float) -> tuple[_Connection, list[str]]:
-        """The node's connection, made on first use; later callers share it (or its failure)."""
+    def _connection(
+        self, query: NodeQuery, deadline: float, dialled: threading.Event | None = None
+    ) -> tuple[_Connection, list[str]]:
+        """The node's connection, made on first use; later callers share it (or its failure).
+        ``dialled`` is set once the first hop's TCP connection is made (or failed)."""
         try:
             with self._lock:
                 alias = self.alias_for(query)
@@ -265,7 +276,7 @@ class SshNodeSource:
             if conn is not None:
                 conn.close()
             try:
-                conn = self._connect(self.route_for(query), deadline)
+                conn = self._connect(self.route_for(query), deadline, dialled)
             except SshConfigError as exc:
                 failure = _Failure(Status.ERROR, f"ssh_config: {exc}")
                 self._failures[alias] = failure
@@ -278,10 +289,16 @@ class SshNodeSource:
         finally:
             node_lock.release()
 
-    def _connect(self, route: Route, deadline: float) -> _Connection:
+    def _connect(
+        self, route: Route, deadline: float, dialled: threading.Event | None = None
+    ) -> _Connection:
         # Dial first: the server starts its side of the session (sshd forks and loads its
         # keys) while paramiko is still being imported here, if it is.
-        sock: Any = self._dial(route.hops[0], route, deadline)
+        try:
+            sock: Any = self._dial(route.hops[0], route, deadline)
+        finally:
+            if dialled is not None:
+                dialled.set()
         import_paramiko()
         import paramiko
 

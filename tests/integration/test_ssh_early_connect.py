@@ -41,7 +41,8 @@ def test_prepare_connects_before_any_collect_and_collect_shares_it(
     source = SshNodeSource(lab.settings())
     try:
         # What the broker knows right after the pod: its node's name, no Node object yet.
-        source.prepare(lab.query(address=NODE_NAME), 20)
+        dialled = source.prepare(lab.query(address=NODE_NAME), 20)
+        assert dialled.wait(20)  # set once the first hop's TCP connection is made
         assert _wait_for(lambda: source.connections_opened == 2)  # bastion + node
         assert lab.node.logins() == 1
         results = {key: source.collect(key, lab.query(), 20) for key in NODE_KEYS}
@@ -58,7 +59,9 @@ def test_prepare_does_nothing_when_the_address_needs_the_node_object(
     config.write_text("Host bastion\n  HostName 127.0.0.1\n")  # nothing for gpu-node-*
     source = SshNodeSource(lab.settings(config_path=str(config)))
     try:
-        source.prepare(lab.query(address=NODE_NAME), 20)
+        dialled = source.prepare(lab.query(address=NODE_NAME), 20)
+        # Set at once (nothing to dial early): the broker does not hold the API back for it.
+        assert dialled.wait(5)
         time.sleep(0.5)  # the background thread has long decided by now
         assert source.connections_opened == 0
         assert dials == []
@@ -170,3 +173,23 @@ def test_paramiko_is_imported_only_when_a_node_is_contacted(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["rc"] in (0, 3), done.stderr
     assert result["paramiko"] is contacted
+
+
+def test_a_refused_early_connection_still_says_it_dialled(tmp_path: Path) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now: the dial is refused
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host {NODE_NAME}\n  HostName 127.0.0.1\n  Port {port}\n")
+    from gputriage.evidence.ssh import SshSettings
+
+    source = SshNodeSource(SshSettings(config_path=str(config)))
+    try:
+        dialled = source.prepare(NodeQuery(NODE_NAME, "", "ml", "trainer-0"), 20)
+        assert dialled.wait(10)
+        got = source.collect(Key.LSMOD, NodeQuery(NODE_NAME, "", "ml", "trainer-0"), 20)
+    finally:
+        source.close()
+    assert got.status is Status.UNAVAILABLE or got.status is Status.ERROR, got
+    assert source.connections_opened == 0

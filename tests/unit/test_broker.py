@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from gputriage.evidence.broker import Broker, most_informative
+from gputriage.evidence.broker import NODE_HEAD_START_S, Broker, most_informative
 from gputriage.evidence.model import Evidence, EvidenceSet, Key, Status
 from gputriage.evidence.sources import NODE_KEYS, NodeQuery
 
@@ -244,3 +244,54 @@ def test_gather_and_keys() -> None:
     evidence = asyncio.run(broker.gather())
     assert isinstance(evidence, EvidenceSet)
     assert set(evidence) == set(broker.keys())
+
+
+class PreparingNode(FakeNode):
+    """A node source that starts connecting when the pod names its node (like SSH), and says
+    so ``dial_after`` seconds later (never, for None)."""
+
+    def __init__(self, dial_after: float | None, *, fail: bool = False) -> None:
+        super().__init__("ssh", {k: ok(k) for k in NODE_KEYS})
+        self.dial_after = dial_after
+        self.fail = fail
+        self.prepared_at = 0.0
+        self.dialled_at = 0.0
+
+    def prepare(self, query: NodeQuery, timeout: float) -> threading.Event:
+        if self.fail:
+            raise RuntimeError("no early connection for you")
+        self.prepared_at = time.monotonic()
+        dialled = threading.Event()
+        if self.dial_after is not None:
+
+            def dial() -> None:
+                time.sleep(self.dial_after or 0.0)
+                self.dialled_at = time.monotonic()
+                dialled.set()
+
+            threading.Thread(target=dial, daemon=True).start()
+        return dialled
+
+
+def test_the_api_waits_for_the_node_connection_to_be_dialled() -> None:
+    cluster = FakeCluster()
+    node = PreparingNode(dial_after=0.08)
+    got = run(Broker(cluster, [node]))
+    assert all(e.ok for e in got)
+    assert node.prepared_at >= cluster.pod_done_at
+    assert min(cluster.started.values()) >= node.dialled_at > 0
+
+
+def test_the_head_start_is_bounded_and_optional() -> None:
+    # A connection that never says it dialled holds the API back NODE_HEAD_START_S at most.
+    cluster = FakeCluster()
+    node = PreparingNode(dial_after=None)
+    got = run(Broker(cluster, [node]))
+    assert all(e.ok for e in got)
+    waited = min(cluster.started.values()) - node.prepared_at
+    assert NODE_HEAD_START_S - 0.01 <= waited < NODE_HEAD_START_S + 0.5, waited
+    # A source without prepare, or whose prepare fails, holds nothing back.
+    for nodes in ([FakeNode("ssh", {})], [PreparingNode(dial_after=5.0, fail=True)]):
+        cluster = FakeCluster()
+        run(Broker(cluster, nodes))
+        assert min(cluster.started.values()) - cluster.pod_done_at < NODE_HEAD_START_S
