@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import socket
 import threading
@@ -173,6 +172,8 @@ def _tune(cfg: Any) -> None:
 @contextlib.contextmanager
 def _client_errors() -> Iterator[list[str]]:
     """Collect what the client logs (exec plugin failures) instead of printing it."""
+    import logging  # the official client's path only
+
     notes: list[str] = []
 
     class _Collect(logging.Handler):

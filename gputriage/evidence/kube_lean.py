@@ -23,7 +23,6 @@ import base64
 import http.client
 import os
 import ssl
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -238,6 +237,8 @@ class LeanTransport:
             context.verify_mode = ssl.CERT_NONE
         if auth.cert_pem:
             # ssl loads a client certificate from files only: a private folder, gone at once.
+            import tempfile  # client certificates only
+
             with tempfile.TemporaryDirectory(prefix="gputriage-tls-") as tmp:
                 cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
                 for path, data in ((cert, auth.cert_pem), (key, auth.key_pem)):

@@ -9,7 +9,6 @@ where quota and admission rejections are reported.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -158,6 +157,8 @@ def _names(
 
 
 def _close(name: str, candidates: list[str]) -> list[str]:
+    import difflib  # only for a name that was not found
+
     close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
     prefixed = [c for c in candidates if c.startswith(name) and c not in close]
     return (close + prefixed)[:5]

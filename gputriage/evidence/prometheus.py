@@ -20,9 +20,7 @@ import math
 import socket
 import ssl
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -180,7 +178,7 @@ class PrometheusClient:
                 raise ValueError("a svc: URL needs the cluster's API server")
             self._kube = kube
             self._proxy = service_proxy_path(settings.url)
-            self._open = opener or urllib.request.urlopen
+            self._open = opener
             return
         base = settings.url.rstrip("/")
         parts = urllib.parse.urlsplit(base)
@@ -204,19 +202,22 @@ class PrometheusClient:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
             self._context = ctx
-        self._open = opener or urllib.request.urlopen
+        #: urllib.request's urlopen unless a test gives its own (imported on first use).
+        self._open = opener
 
     def get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         """GET ``path`` and return the API's ``data``; raises Unreachable or ValueError."""
         if self._kube is not None:
             return self._decode(self._get_proxied(path, params))
+        import urllib.error
+        import urllib.request  # only when a Prometheus is asked: ~5 ms of every fresh run
+
         url = f"{self._base}{path}?{urllib.parse.urlencode(params)}"
         request = urllib.request.Request(url, headers=self._headers, method="GET")
         limit = self.settings.max_bytes
+        opener = self._open or urllib.request.urlopen
         try:
-            with self._open(
-                request, timeout=self.settings.timeout, context=self._context
-            ) as response:
+            with opener(request, timeout=self.settings.timeout, context=self._context) as response:
                 body = response.read(limit + 1)
         except urllib.error.HTTPError as exc:
             body = exc.read(limit + 1) if exc.fp else b""
