@@ -4,7 +4,8 @@ Before it can walk, a fresh process imports the code that builds facts, walks an
 and loads the playbooks: about 0.1 s of CPU. A live triage spends that time waiting on the
 network, but Python runs one thread at a time: loading in a thread slows down the threads that
 parse the API's answers and drive SSH by as much as it takes. On Linux the loading therefore
-runs in a child process forked at the start, on another core; the evidence goes to it when
+runs in a child process forked at the start, on another core and at a lower priority, which
+then rehearses the walk on a built-in scenario while it waits; the evidence goes to it when
 collected (:mod:`gputriage.evidence.wire`), it builds facts, walks and renders, and the report
 comes back. The child only computes: it reads no terminal, writes no file and touches nothing
 the parent does not see.
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
 #: ``(playbooks, evidence, session description, context) -> (report text, exit code)``.
 Finish = Callable[["PlaybookSet", "EvidenceSet", str, str], tuple[str, int]]
 
+#: How much lower the child's CPU priority is than the parent's (``nice``).
+CHILD_NICENESS = 10
+#: The built-in scenario the child walks while it waits for the evidence (:func:`_rehearse`).
+REHEARSAL = "lost-xid79"
 #: Set (to anything) to keep the walk in this process.
 NO_FORK_ENV = "GPUTRIAGE_NO_FORK"
 #: How long the parent waits for the child's report once it has the evidence. A walk takes
@@ -221,11 +226,18 @@ def _child(from_parent: int, to_parent: int, dirs: list[Path], finish: Finish, t
 
     # Ctrl-C reaches the whole process group: end quietly and let the parent report it.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # Second in line for the CPU: while the parent collects, its threads, and the servers it
+    # talks to when they share the machine, come first; the child has until the evidence
+    # arrives, and by then the others are waiting on it.
+    with contextlib.suppress(OSError):
+        os.nice(CHILD_NICENESS)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # nothing the child imports may write to the SRE's terminal
         os.dup2(devnull, fd)
     try:
         playbooks = load(dirs)
+        _import_lazy_parts()
+        _rehearse(playbooks, finish, from_parent)
         request = _read_all(from_parent, None)
         if not request:
             return 0  # the parent stopped before collecting anything
@@ -242,6 +254,46 @@ def _child(from_parent: int, to_parent: int, dirs: list[Path], finish: Finish, t
         return 0
     except BaseException:  # the parent walks in its own process instead
         return 1
+
+
+def _import_lazy_parts() -> None:
+    """What a walk imports only when it first needs it (the renderers, the TOML reader for a
+    containerd config): in the child it is imported while the parent still collects, not after
+    (about 10 ms of the report's first rendering). A process that walks in place does not
+    import what it may not use."""
+    import tomllib  # noqa: F401
+
+    import gputriage.report.gpu_section
+    import gputriage.report.json
+    import gputriage.report.markdown
+    import gputriage.report.summary
+    import gputriage.report.text  # noqa: F401
+
+
+def _rehearse(playbooks: PlaybookSet, finish: Finish, from_parent: int) -> None:
+    """While the parent still collects: walk a built-in scenario once, as the real walk will
+    be walked (a process's first walk pays for caches, regular expressions and conditions
+    compiled on first use: most of its time), then compile the conditions that walk did not
+    need, until the evidence arrives. Nothing is kept but what the real walk would compute
+    anyway (caches of pure functions, compiled conditions); what it returns is dropped."""
+
+    def evidence_arrived() -> bool:
+        return bool(select.select([from_parent], [], [], 0)[0])
+
+    if evidence_arrived():
+        return
+    try:
+        from gputriage.scenarios import scenario_path
+        from gputriage.session import BundleSession
+
+        finish(playbooks, BundleSession(scenario_path(REHEARSAL)).collect_all(), "", "")
+    except Exception:  # a rehearsal only: the real walk reports its own problems
+        pass
+    for i, condition in enumerate(playbooks.conditions()):
+        if i % 8 == 0 and evidence_arrived():
+            return
+        with contextlib.suppress(Exception):
+            condition.program  # noqa: B018  # compiled once, kept on the condition
 
 
 def _write_all(fd: int, data: bytes) -> None:

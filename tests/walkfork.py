@@ -8,7 +8,8 @@ running servers is not: ``tests/unit/test_prepared_walk.py`` runs this instead. 
 * ``crash``, ``garbage``, ``hang``, ``raise``: the child dies, answers nonsense, never answers,
   or the walk raises (in the child and here alike);
 * ``close-early``: the run ends before any evidence (the session failed to open);
-* ``threaded``: another thread is running when the walk is prepared.
+* ``threaded``: another thread is running when the walk is prepared;
+* ``count``: the report says which walks the process that made it ran (the child rehearses).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def _walk(
 
 def main(mode: str, bundle: Path) -> dict[str, Any]:
     in_child = lambda: os.getpid() != PARENT  # noqa: E731
+    walked: list[str] = []
 
     def finish(
         playbooks: PlaybookSet, evidence: EvidenceSet, description: str, context: str
@@ -59,7 +61,11 @@ def main(mode: str, bundle: Path) -> dict[str, Any]:
             time.sleep(60)
         if mode == "raise":
             raise GputriageError("the notes file is not readable", title="bad notes")
-        return _walk(playbooks, evidence, description, context)
+        text, code = _walk(playbooks, evidence, description, context)
+        walked.append(description)
+        if mode == "count":
+            return json.dumps({"walked": walked, "report": json.loads(text)}), code
+        return text, code
 
     if mode == "hang":
         prepared_walk.ANSWER_TIMEOUT_S = 0.5
@@ -76,6 +82,8 @@ def main(mode: str, bundle: Path) -> dict[str, Any]:
     try:
         if mode == "close-early":
             return out
+        if mode == "count":
+            time.sleep(3)  # as long as a collection: the child is ready and rehearses
         try:
             result = prepared.finish(evidence, "a description", "a context")
         except GputriageError as exc:

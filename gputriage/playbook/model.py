@@ -445,3 +445,17 @@ class PlaybookSet:
     def findings(self) -> Iterator[FindingSpec]:
         for book in self.playbooks.values():
             yield from book.findings.values()
+
+    def conditions(self) -> Iterator[Condition]:
+        """Every condition, a playbook at a time: routes, branches, what findings require
+        and what rules them out."""
+        for book in self.playbooks.values():
+            for route in book.routes:
+                yield route.when
+            for step in book.steps.values():
+                for branch in step.branches:
+                    yield branch.when
+            for spec in book.findings.values():
+                yield from spec.requires
+                for rule in spec.ruled_out_by:
+                    yield rule.when

@@ -94,3 +94,12 @@ def test_can_fork_only_without_other_threads(monkeypatch: pytest.MonkeyPatch) ->
     assert can_fork() is True
     monkeypatch.setenv("GPUTRIAGE_NO_FORK", "1")
     assert can_fork() is False
+
+
+def test_the_child_rehearses_on_a_built_in_scenario_before_the_real_walk() -> None:
+    """The first walk in a process pays for caches and compiled conditions: the child walks a
+    built-in scenario while it waits (its result dropped), then the evidence it was sent."""
+    forked, here = _run("count"), _run("count", GPUTRIAGE_NO_FORK="1")
+    assert forked["forked"] is True and here["forked"] is False
+    assert json.loads(forked["text"])["walked"] == ["", "a description"]
+    assert json.loads(here["text"])["walked"] == ["a description"]
