@@ -11,10 +11,11 @@ comes back. The child only computes: it reads no terminal, writes no file and to
 the parent does not see.
 
 Nothing depends on the child. When the process cannot fork (not Linux, threads already
-running, ``GPUTRIAGE_NO_FORK`` set), or the child fails in any way (crashes, answers garbage,
-stays silent for :data:`ANSWER_TIMEOUT_S`), the same work runs in this process, as it always
-did: the playbooks load in a thread while collecting and the walk runs after it, so every
-outcome, errors included, is what the in-process walk gives.
+running, ``GPUTRIAGE_NO_FORK`` set), the playbooks load in a thread while collecting and the
+walk runs here after it, as it always did. When the evidence is too large to be worth the
+trip (:data:`WIRE_LIMIT_BYTES`) or the child fails in any way (crashes, answers garbage, stays
+silent for :data:`ANSWER_TIMEOUT_S`), the child is stopped and the playbooks load and the walk
+runs here. Every outcome, errors included, is what the in-process walk gives.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ NO_FORK_ENV = "GPUTRIAGE_NO_FORK"
 #: milliseconds; this only bounds a child that went wrong, after which the walk runs here.
 ANSWER_TIMEOUT_S = 30.0
 _CHUNK = 1 << 16
+#: Evidence text beyond which the walk runs here instead: encoding and decoding it (and its
+#: parsed objects) would cost more than loading the playbooks again (~0.1 s).
+WIRE_LIMIT_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,8 @@ class ForkedWalk(PreparedWalk):
     ) -> WalkResult | None:
         from gputriage.evidence import wire
 
+        if sum(len(ev.raw) for ev in evidence.values()) > WIRE_LIMIT_BYTES:
+            return None  # a huge cluster's lists: walking here costs less than the trip
         try:
             body = wire.encode(evidence.values(), self._tag)
         except (TypeError, ValueError, RecursionError):

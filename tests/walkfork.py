@@ -8,6 +8,7 @@ running servers is not: ``tests/unit/test_prepared_walk.py`` runs this instead. 
 * ``crash``, ``garbage``, ``hang``, ``raise``: the child dies, answers nonsense, never answers,
   or the walk raises (in the child and here alike);
 * ``close-early``: the run ends before any evidence (the session failed to open);
+* ``big``: the evidence is over the size worth sending to the child;
 * ``threaded``: another thread is running when the walk is prepared;
 * ``count``: the report says which walks the process that made it ran (the child rehearses).
 """
@@ -69,6 +70,8 @@ def main(mode: str, bundle: Path) -> dict[str, Any]:
 
     if mode == "hang":
         prepared_walk.ANSWER_TIMEOUT_S = 0.5
+    if mode == "big":
+        prepared_walk.WIRE_LIMIT_BYTES = 1000
     stop = threading.Event()
     if mode == "threaded":
         threading.Thread(target=stop.wait, daemon=True).start()

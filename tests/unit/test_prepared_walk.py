@@ -56,7 +56,7 @@ def test_forked_walk_gives_the_in_process_report(bundle: Path) -> None:
     assert _report(forked)["findings"], "the scenario should end at a finding"
 
 
-@pytest.mark.parametrize("mode", ["crash", "garbage", "hang"])
+@pytest.mark.parametrize("mode", ["crash", "garbage", "hang", "big"])
 def test_a_child_that_fails_falls_back_to_the_walk_here(mode: str) -> None:
     out = _run(mode)
     assert out["child"] is True and out["forked"] is False
