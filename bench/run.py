@@ -212,17 +212,18 @@ def playbooks(report: Report, args: argparse.Namespace) -> None:
 #: What is known about a figure's cost, printed under it when it misses its goal.
 EXPLAIN: dict[str, str] = {
     "manual chain / gputriage": (
-        "A fresh process pays for its start-up in CPU time, which threads cannot hide on two "
-        "cores (the GIL runs Python code one thread at a time), and the fake API server and "
-        "sshd share the same two cores. What is left on the critical path, measured with "
-        "timestamps in one run: interpreter start, the CLI and the kube client's imports "
-        "(http.client, ssl) before the pod's GET; then paramiko's import (about 30 ms, "
-        "importlib.metadata included) while 19 API requests shake hands and parse; the SSH "
-        "handshake; the node commands' round trips; then facts, walk and report (about 35 "
-        "ms). CPU time is now below the manual chain's six processes together (the CPU rows). "
-        "The ratio grows with real latency (gputriage's ~20 requests and 9 node commands run "
-        "at once; the chain pays every round trip in turn) and shrinks with machine load: "
-        "compare the load average printed with the figures."
+        "A fresh process pays for its start-up in CPU time, and this machine's two cores are "
+        "shared with the fake API server and sshd; the ratio falls when the machine is slow "
+        "(compare the load average, and the replay row: a replay is CPU only). The walk's "
+        "half (imports, playbooks, a rehearsal walk) runs in a forked child at a lower "
+        "priority while the parent collects. What is left on the parent's critical path, "
+        "measured with timestamps: interpreter start, the CLI and the API client's imports "
+        "and the kubeconfig (YAML) before the pod's GET; paramiko's import (about 30 ms) and "
+        "the SSH handshake while the other API requests wait (at most 0.15 s); the node's "
+        "commands (one SSH session each, about 3 ms of sshd per session here); then the "
+        "child's walk and report (about 15 ms). The ratio grows with real latency "
+        "(gputriage's ~20 requests and 11 node commands run at once; the chain pays every "
+        "round trip in turn)."
     ),
     "gputriage POD --from BUNDLE --report json (fresh process)": (
         "A replay is CPU only (imports, facts, walk, report: the 'replay CPU time' row); on a "
@@ -232,8 +233,8 @@ EXPLAIN: dict[str, str] = {
     "TUI: pod facts on screen after the API answered": (
         "It is the first paint after the session is open plus the first facts build (the "
         "'from launch' rows above give the split), while the playbook worker imports cel and "
-        "compiles every condition and the node worker imports paramiko and opens SSH, in the "
-        "same process."
+        "loads the playbooks and the node worker imports paramiko and opens SSH, in the same "
+        "process."
     ),
     "full walk / slowest single source": (
         "Every key runs in its own thread in one interpreter: on a loaded machine the threads "

@@ -1,4 +1,5 @@
-"""Run one prepared walk in a fresh interpreter and print what came back, as JSON.
+"""Run one prepared walk in a fresh interpreter and print what came back, as JSON; and
+:func:`cli_report`, the CLI in a fresh interpreter noting whether its walk forked.
 
 ``python -m tests.walkfork MODE BUNDLE`` (from the checkout). The fork in
 :mod:`gputriage.prepared_walk` needs a process with no other thread, which a pytest process
@@ -31,6 +32,47 @@ if TYPE_CHECKING:
     from gputriage.playbook.model import PlaybookSet
 
 PARENT = os.getpid()
+
+#: The console script, with a line on stderr saying whether the forked child walked.
+_NOTING_CLI = """
+import sys
+import gputriage.prepared_walk as pw
+finish = pw.ForkedWalk.finish
+def noted(self, *args):
+    result = finish(self, *args)
+    print(f"walked in child: {result.forked}", file=sys.stderr)
+    return result
+pw.ForkedWalk.finish = noted
+sys.argv = ["gputriage", *sys.argv[1:]]
+from gputriage.cli import entry
+entry()
+"""
+
+
+def cli_report(
+    args: list[str], out: Path, cwd: Path, **env: str
+) -> tuple[int, str, dict[str, Any]]:
+    """``gputriage ARGS --report json -o OUT`` in a fresh interpreter (where the walk forks):
+    exit status, stderr (with ``walked in child: True|False`` when a child was forked) and
+    the report without what differs between two runs (when it was made, how long each source
+    took)."""
+    import subprocess
+
+    environ = {k: v for k, v in os.environ.items() if k != "GPUTRIAGE_NO_FORK"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _NOTING_CLI, *args, "--report", "json", "-o", str(out)],
+        cwd=cwd,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    doc = json.loads(out.read_text())
+    doc.pop("generated_at")
+    for source in doc["sources"]:
+        for timing in ("elapsed_s", "collected_at"):
+            source.pop(timing, None)
+    return proc.returncode, proc.stderr, doc
 
 
 def _walk(

@@ -23,6 +23,7 @@ from tests.kubeapi import KubeAPI
 from tests.kubeapi.generate import LOST_NODE, generate
 from tests.sshd import SshLab
 from tests.tui.harness import settle
+from tests.walkfork import cli_report
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +114,25 @@ def test_live_node_walk_over_the_api_and_ssh(
     assert node_pods and all(r.param("limit") == "500" for r in node_pods)
     assert any("journalctl" in cmd or "dmesg" in cmd for cmd in lab.node.commands())
     assert dials and {host for host, _ in dials} == {"127.0.0.1"}
+
+
+def test_live_node_walk_forks_its_walk_and_reports_what_the_walk_here_reports(
+    api: KubeAPI, lab: SshLab, tmp_path: Path
+) -> None:
+    """``gputriage node`` from a fresh process: the node's walk (node facts, the GPU
+    inventory) runs in the forked child, with the same report as in process."""
+    config = api.write_kubeconfig(tmp_path / "kubeconfig")
+    args = ["node", LOST_NODE, "--kubeconfig", str(config), "--ssh-config", str(lab.config)]
+    args += ["--known-hosts", str(lab.known_hosts)]
+    root = Path(__file__).resolve().parents[2]
+    rc_fork, err_fork, forked = cli_report(args, tmp_path / "fork.json", root)
+    rc_here, err_here, here = cli_report(args, tmp_path / "here.json", root, GPUTRIAGE_NO_FORK="1")
+    assert "walked in child: True" in err_fork, err_fork
+    assert "walked in child" not in err_here, err_here
+    assert rc_fork == rc_here == 0
+    assert forked["findings"][0]["id"] == "lost.gpu-fallen-off-bus"
+    assert forked["inventory"]["node"] == LOST_NODE
+    assert forked == here
 
 
 def test_unknown_node_suggests_close_names(
