@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -116,6 +117,7 @@ def test_live_node_walk_over_the_api_and_ssh(
     assert dials and {host for host, _ in dials} == {"127.0.0.1"}
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the walk forks on Linux only")
 def test_live_node_walk_forks_its_walk_and_reports_what_the_walk_here_reports(
     api: KubeAPI, lab: SshLab, tmp_path: Path
 ) -> None:
