@@ -3,11 +3,11 @@
 The pod comes first (the other keys need its node, uid and owner); then a node source that can
 connect already starts doing so, and every cluster key and every node key start together (the
 cluster keys once the node connection has been dialled, see :data:`NODE_HEAD_START_S`), each
-blocking call in its own thread, each awaited under a
-deadline on top of the client's own timeout (``asyncio.wait_for`` cannot stop a thread, so the
-call must bound itself too). One slow or dead source never delays the others: total time is the
-slowest key, not the sum. Node keys wait only for the node object (for its address) and then
-try the node sources in order: the first OK answer wins, else the most informative failure.
+blocking call in its own thread, each awaited under a deadline on top of the client's own
+timeout (``asyncio.wait_for`` cannot stop a thread, so the call must bound itself too). One
+slow or dead source never delays the others: total time is the slowest key, not the sum. Node
+keys wait only for the node object (for its address) and then try the node sources in order:
+the first OK answer wins, else the most informative failure.
 
 Nothing here raises: a source that times out, raises or returns nonsense becomes an Evidence
 with status ``timeout`` or ``error`` and words saying so.
