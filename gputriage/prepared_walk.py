@@ -5,10 +5,10 @@ and loads the playbooks: about 0.1 s of CPU. A live triage spends that time wait
 network, but Python runs one thread at a time: loading in a thread slows down the threads that
 parse the API's answers and drive SSH by as much as it takes. On Linux the loading therefore
 runs in a child process forked at the start, on another core and at a lower priority, which
-then rehearses the walk on a built-in scenario while it waits; the evidence goes to it when
-collected (:mod:`gputriage.evidence.wire`), it builds facts, walks and renders, and the report
-comes back. The child only computes: it reads no terminal, writes no file and touches nothing
-the parent does not see.
+then imports what the walk would import late and compiles the conditions while it waits; the
+evidence goes to it when collected (:mod:`gputriage.evidence.wire`), it builds facts, walks
+and renders, and the report comes back. The child only computes: it reads no terminal,
+writes no file and touches nothing the parent does not see.
 
 Nothing depends on the child. When the process cannot fork (not Linux, threads already
 running, ``GPUTRIAGE_NO_FORK`` set), the playbooks load in a thread while collecting and the
@@ -43,8 +43,6 @@ Finish = Callable[["PlaybookSet", "EvidenceSet", str, str], tuple[str, int]]
 
 #: How much lower the child's CPU priority is than the parent's (``nice``).
 CHILD_NICENESS = 10
-#: The built-in scenario the child walks while it waits for the evidence (:func:`_rehearse`).
-REHEARSAL = "lost-xid79"
 #: Set (to anything) to keep the walk in this process.
 NO_FORK_ENV = "GPUTRIAGE_NO_FORK"
 #: How long the parent waits for the child's report once it has the evidence. A walk takes
@@ -241,7 +239,7 @@ def _child(from_parent: int, to_parent: int, dirs: list[Path], finish: Finish, t
     try:
         playbooks = load(dirs)
         _import_lazy_parts()
-        _rehearse(playbooks, finish, from_parent)
+        _compile_conditions(playbooks, from_parent)
         request = _read_all(from_parent, None)
         if not request:
             return 0  # the parent stopped before collecting anything
@@ -274,25 +272,15 @@ def _import_lazy_parts() -> None:
     import gputriage.report.text  # noqa: F401
 
 
-def _rehearse(playbooks: PlaybookSet, finish: Finish, from_parent: int) -> None:
-    """While the parent still collects: walk a built-in scenario once, as the real walk will
-    be walked (a process's first walk pays for caches, regular expressions and conditions
-    compiled on first use: most of its time), then compile the conditions that walk did not
-    need, until the evidence arrives. Nothing is kept but what the real walk would compute
-    anyway (caches of pure functions, compiled conditions); what it returns is dropped."""
+def _compile_conditions(playbooks: PlaybookSet, from_parent: int) -> None:
+    """While the parent is still collecting: compile every condition, until the evidence
+    arrives (loaded from the cache, a condition is compiled when it first runs: a few
+    milliseconds of the walk otherwise). Compiled programs are kept on the conditions, as the
+    walk would keep them."""
 
     def evidence_arrived() -> bool:
         return bool(select.select([from_parent], [], [], 0)[0])
 
-    if evidence_arrived():
-        return
-    try:
-        from gputriage.scenarios import scenario_path
-        from gputriage.session import BundleSession
-
-        finish(playbooks, BundleSession(scenario_path(REHEARSAL)).collect_all(), "", "")
-    except Exception:  # a rehearsal only: the real walk reports its own problems
-        pass
     for i, condition in enumerate(playbooks.conditions()):
         if i % 8 == 0 and evidence_arrived():
             return

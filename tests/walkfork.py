@@ -11,7 +11,7 @@ running servers is not: ``tests/unit/test_prepared_walk.py`` runs this instead. 
 * ``close-early``: the run ends before any evidence (the session failed to open);
 * ``big``: the evidence is over the size worth sending to the child;
 * ``threaded``: another thread is running when the walk is prepared;
-* ``count``: the report says which walks the process that made it ran (the child rehearses).
+* ``count``: the report says how many conditions were compiled when the walk began.
 """
 
 from __future__ import annotations
@@ -91,7 +91,6 @@ def _walk(
 
 def main(mode: str, bundle: Path) -> dict[str, Any]:
     in_child = lambda: os.getpid() != PARENT  # noqa: E731
-    walked: list[str] = []
 
     def finish(
         playbooks: PlaybookSet, evidence: EvidenceSet, description: str, context: str
@@ -104,10 +103,12 @@ def main(mode: str, bundle: Path) -> dict[str, Any]:
             time.sleep(60)
         if mode == "raise":
             raise GputriageError("the notes file is not readable", title="bad notes")
+        conditions = list(playbooks.conditions())
+        compiled = sum(c.compiled is not None for c in conditions)
         text, code = _walk(playbooks, evidence, description, context)
-        walked.append(description)
         if mode == "count":
-            return json.dumps({"walked": walked, "report": json.loads(text)}), code
+            counts = {"compiled": compiled, "conditions": len(conditions)}
+            return json.dumps({**counts, "report": json.loads(text)}), code
         return text, code
 
     if mode == "hang":
@@ -128,7 +129,7 @@ def main(mode: str, bundle: Path) -> dict[str, Any]:
         if mode == "close-early":
             return out
         if mode == "count":
-            time.sleep(3)  # as long as a collection: the child is ready and rehearses
+            time.sleep(3)  # as long as a collection: the child is ready and compiles
         try:
             result = prepared.finish(evidence, "a description", "a context")
         except GputriageError as exc:

@@ -96,10 +96,15 @@ def test_can_fork_only_without_other_threads(monkeypatch: pytest.MonkeyPatch) ->
     assert can_fork() is False
 
 
-def test_the_child_rehearses_on_a_built_in_scenario_before_the_real_walk() -> None:
-    """The first walk in a process pays for caches and compiled conditions: the child walks a
-    built-in scenario while it waits (its result dropped), then the evidence it was sent."""
-    forked, here = _run("count"), _run("count", GPUTRIAGE_NO_FORK="1")
+def test_the_child_compiles_the_conditions_while_it_waits(tmp_path: Path) -> None:
+    """Loaded from a warm cache, conditions compile when they first run; the child compiles
+    them all while the parent collects (the walk here compiles only those it reaches)."""
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    _run("thread", **cache)  # fills the playbook cache
+    forked = _run("count", **cache)
+    here = _run("count", GPUTRIAGE_NO_FORK="1", **cache)
     assert forked["forked"] is True and here["forked"] is False
-    assert json.loads(forked["text"])["walked"] == ["", "a description"]
-    assert json.loads(here["text"])["walked"] == ["a description"]
+    child, parent = json.loads(forked["text"]), json.loads(here["text"])
+    assert child["compiled"] == child["conditions"] > 100
+    assert parent["compiled"] == 0
+    assert child["report"]["findings"] == parent["report"]["findings"]
