@@ -215,7 +215,7 @@ EXPLAIN: dict[str, str] = {
         "A fresh process pays for its start-up in CPU time, and this machine's two cores are "
         "shared with the fake API server and sshd; the ratio falls when the machine is slow "
         "(compare the load average, and the replay row: a replay is CPU only). The walk's "
-        "half (imports, playbooks, a rehearsal walk) runs in a forked child at a lower "
+        "half (imports, playbooks, compiled conditions) runs in a forked child at a lower "
         "priority while the parent collects. What is left on the parent's critical path, "
         "measured with timestamps: interpreter start, the CLI and the API client's imports "
         "and the kubeconfig (YAML) before the pod's GET; paramiko's import (about 30 ms) and "
