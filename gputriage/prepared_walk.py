@@ -182,10 +182,11 @@ class ForkedWalk(PreparedWalk):
             return None
         header = json.dumps({"description": description, "context": context}).encode()
         try:
-            _write_all(self._to_child, header + b"\n" + body)
+            deadline = time.monotonic() + ANSWER_TIMEOUT_S
+            _write_all(self._to_child, header + b"\n" + body, deadline)
             os.close(self._to_child)
             self._to_child = -1
-            reply = _read_all(self._from_child, time.monotonic() + ANSWER_TIMEOUT_S)
+            reply = _read_all(self._from_child, deadline)
             answer = json.loads(reply)
             text, code = answer["text"], answer["exit_code"]
             problems = answer["problems"]
@@ -279,7 +280,7 @@ def _compile_conditions(playbooks: PlaybookSet, from_parent: int) -> None:
     walk would keep them."""
 
     def evidence_arrived() -> bool:
-        return bool(select.select([from_parent], [], [], 0)[0])
+        return _ready(from_parent, select.POLLIN, time.monotonic())
 
     for i, condition in enumerate(playbooks.conditions()):
         if i % 8 == 0 and evidence_arrived():
@@ -288,19 +289,30 @@ def _compile_conditions(playbooks: PlaybookSet, from_parent: int) -> None:
             condition.program  # noqa: B018  # compiled once, kept on the condition
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _ready(fd: int, events: int, deadline: float | None) -> bool:
+    """Whether ``fd`` is ready for ``events`` by ``deadline`` (None: wait as long as it takes;
+    a past deadline: look once). poll, not select: a process with over 1024 files open is no
+    problem."""
+    poller = select.poll()
+    poller.register(fd, events)
+    if deadline is None:
+        return bool(poller.poll())
+    return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
+
+
+def _write_all(fd: int, data: bytes, deadline: float | None = None) -> None:
     view = memoryview(data)
     while view:
+        if deadline is not None and not _ready(fd, select.POLLOUT, deadline):
+            raise TimeoutError("the walk process did not read the evidence")
         view = view[os.write(fd, view[:_CHUNK]) :]
 
 
 def _read_all(fd: int, deadline: float | None) -> bytes:
     chunks: list[bytes] = []
     while True:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError("the walk process did not answer")
+        if deadline is not None and not _ready(fd, select.POLLIN, deadline):
+            raise TimeoutError("the walk process did not answer")
         chunk = os.read(fd, _CHUNK)
         if not chunk:
             return b"".join(chunks)

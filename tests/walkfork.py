@@ -7,7 +7,7 @@ running servers is not: ``tests/unit/test_prepared_walk.py`` runs this instead. 
 
 * ``fork`` / ``thread``: the walk as the headless runner does it, forked or in process;
 * ``crash``, ``garbage``, ``hang``, ``raise``: the child dies, answers nonsense, never answers,
-  or the walk raises (in the child and here alike);
+  or the walk raises (in the child and here alike); ``stuck``: the child never reads;
 * ``close-early``: the run ends before any evidence (the session failed to open);
 * ``big``: the evidence is over the size worth sending to the child;
 * ``threaded``: another thread is running when the walk is prepared;
@@ -115,6 +115,16 @@ def main(mode: str, bundle: Path) -> dict[str, Any]:
         prepared_walk.ANSWER_TIMEOUT_S = 0.5
     if mode == "big":
         prepared_walk.WIRE_LIMIT_BYTES = 1000
+    if mode == "stuck":  # the child never gets to read the evidence
+        prepared_walk.ANSWER_TIMEOUT_S = 0.5
+        load = prepared_walk.load
+
+        def stuck_load(dirs: list[Path]) -> PlaybookSet:
+            if in_child():
+                time.sleep(60)
+            return load(dirs)
+
+        prepared_walk.load = stuck_load
     stop = threading.Event()
     if mode == "threaded":
         threading.Thread(target=stop.wait, daemon=True).start()

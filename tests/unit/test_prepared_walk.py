@@ -56,13 +56,13 @@ def test_forked_walk_gives_the_in_process_report(bundle: Path) -> None:
     assert _report(forked)["findings"], "the scenario should end at a finding"
 
 
-@pytest.mark.parametrize("mode", ["crash", "garbage", "hang", "big"])
+@pytest.mark.parametrize("mode", ["crash", "garbage", "hang", "stuck", "big"])
 def test_a_child_that_fails_falls_back_to_the_walk_here(mode: str) -> None:
     out = _run(mode)
     assert out["child"] is True and out["forked"] is False
     assert out["reaped"] is True
     assert _report(out) == _report(_run("thread"))
-    assert out["seconds"] < 20  # "hang" waits ANSWER_TIMEOUT_S (0.5 s here), not the child
+    assert out["seconds"] < 20  # "hang", "stuck": ANSWER_TIMEOUT_S (0.5 s here), not the child
 
 
 def test_an_error_in_the_walk_is_raised_here_as_it_would_be_without_the_child() -> None:
