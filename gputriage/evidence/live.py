@@ -73,6 +73,9 @@ class LiveSession:
             from gputriage.evidence.nodes import node_source
             from gputriage.evidence.prometheus import PrometheusSource, settings_from_access
 
+            # Nothing connects (or imports an SSH client) here: the broker lets the node source
+            # start as soon as the pod names its node.
+            configured = node_source(node)
             resolved = resolving()
         except BaseException:
             client.close()
@@ -86,9 +89,6 @@ class LiveSession:
             since=node.since,
             job_selector=resolved.job_selector,
         )
-        # Nothing connects (or imports an SSH client) here: the broker lets the node source
-        # start as soon as the pod names its node.
-        configured = node_source(node)
         node_sources: list[NodeSource] = [
             *([configured] if configured else []),
             KubeNodeLogSource(client),
