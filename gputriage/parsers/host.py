@@ -229,7 +229,9 @@ def _table(data: Any, *keys: str) -> dict[str, Any]:
 def _read_config(data: dict[str, Any]) -> ContainerdConfig:
     out = ContainerdConfig()
     version = data.get("version")
-    out.version = version if isinstance(version, int) else None
+    # containerd knows versions 1-3; a negative number or a boolean is no version at all.
+    valid = isinstance(version, int) and not isinstance(version, bool) and version >= 0
+    out.version = version if valid else None
     plugins = _table(data, "plugins")
     if _V3_RUNTIME in plugins:
         out.layout, cri = "v3", _table(plugins, _V3_RUNTIME)

@@ -245,6 +245,15 @@ def test_containerd_v2_operator_config() -> None:
     assert (cfg.cdi_enabled, cfg.cdi_spec_dirs) == (True, ["/etc/cdi", "/var/run/cdi"])
 
 
+@pytest.mark.parametrize("written", ["-12", "true", '"2"', "2.0"])
+def test_containerd_version_that_is_no_version_is_unknown(written: str) -> None:
+    """A negative, boolean, quoted or fractional ``version`` (a hypothesis find) is not taken
+    as a containerd config version; the rest of the file is still read."""
+    cfg = parse_containerd_config(CONTAINERD_V2.replace("version = 2", f"version = {written}", 1))
+    assert cfg.version is None
+    assert (cfg.problem, cfg.layout, cfg.default_runtime) == ("", "v2", "nvidia")
+
+
 def test_containerd_v3_defaults_cdi_on() -> None:
     cfg = parse_containerd_config(CONTAINERD_V3)
     assert (cfg.version, cfg.layout, cfg.default_runtime) == (3, "v3", "runc")
