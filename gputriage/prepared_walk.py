@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from gputriage.evidence.model import EvidenceSet
@@ -77,6 +77,15 @@ def load(dirs: list[Path]) -> PlaybookSet:
     return load_playbooks(dirs)
 
 
+class PreparedWalk(Protocol):
+    """A walk being prepared: ``finish`` walks the evidence once it is collected, ``close``
+    ends whatever is still running (safe after ``finish``, and twice)."""
+
+    def finish(self, evidence: EvidenceSet, description: str, context: str) -> WalkResult: ...
+
+    def close(self) -> None: ...
+
+
 def prepare_walk(dirs: list[Path], finish: Finish, *, fork: bool) -> PreparedWalk:
     """Start preparing the walk: in a forked child when ``fork`` and the platform allow it,
     else in a thread of this process. Call ``finish`` on the result, then ``close``."""
@@ -84,7 +93,7 @@ def prepare_walk(dirs: list[Path], finish: Finish, *, fork: bool) -> PreparedWal
         forked = ForkedWalk.start(dirs, finish)
         if forked is not None:
             return forked
-    return PreparedWalk(dirs, finish)
+    return ThreadWalk(dirs, finish)
 
 
 def can_fork() -> bool:
@@ -98,7 +107,15 @@ def can_fork() -> bool:
     )
 
 
-class PreparedWalk:
+def _walk_here(
+    playbooks: PlaybookSet, finish: Finish, evidence: EvidenceSet, description: str, context: str
+) -> WalkResult:
+    """``finish`` in this process."""
+    text, code = finish(playbooks, evidence, description, context)
+    return WalkResult(text, code, tuple(str(p) for p in playbooks.problems))
+
+
+class ThreadWalk:
     """The walk prepared in this process: playbooks load in a thread, the walk runs here."""
 
     def __init__(self, dirs: list[Path], finish: Finish) -> None:
@@ -108,23 +125,20 @@ class PreparedWalk:
         self._loading: Future[PlaybookSet] = self._pool.submit(load, dirs)
 
     def finish(self, evidence: EvidenceSet, description: str, context: str) -> WalkResult:
-        playbooks = self._loading.result()
-        text, code = self._finish(playbooks, evidence, description, context)
-        return WalkResult(text, code, tuple(str(p) for p in playbooks.problems))
+        return _walk_here(self._loading.result(), self._finish, evidence, description, context)
 
     def close(self) -> None:
         # A load still running (the session failed to open) is not waited for.
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class ForkedWalk(PreparedWalk):
-    """The walk prepared in a forked child; any failure of the child falls back to this
-    process (:class:`PreparedWalk`'s way, loading only then)."""
+class ForkedWalk:
+    """The walk prepared in a forked child; any failure of the child falls back to walking
+    here (the playbooks load here only then)."""
 
     def __init__(
         self, dirs: list[Path], finish: Finish, pid: int, to_child: int, from_child: int, tag: str
     ) -> None:
-        # No thread here: the playbooks load in the child (and here only if it fails).
         self._dirs = dirs
         self._finish = finish
         self._pid = pid
@@ -165,9 +179,7 @@ class ForkedWalk(PreparedWalk):
         self.close()
         if result is not None:
             return result
-        playbooks = load(self._dirs)
-        text, code = self._finish(playbooks, evidence, description, context)
-        return WalkResult(text, code, tuple(str(p) for p in playbooks.problems))
+        return _walk_here(load(self._dirs), self._finish, evidence, description, context)
 
     def _ask_child(
         self, evidence: EvidenceSet, description: str, context: str
