@@ -119,7 +119,6 @@ class ThreadWalk:
     """The walk prepared in this process: playbooks load in a thread, the walk runs here."""
 
     def __init__(self, dirs: list[Path], finish: Finish) -> None:
-        self._dirs = dirs
         self._finish = finish
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="playbooks")
         self._loading: Future[PlaybookSet] = self._pool.submit(load, dirs)
